@@ -1,0 +1,51 @@
+"""Where the bundle's manifests, playbooks and roles live, and reading catalog entries."""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from driver.documents import Document, DocumentError, load_path
+from driver.models.manifest import CatalogEntry
+
+MANIFEST_NAMES = ("manifest.yaml", "manifest.yml")
+
+
+class CatalogError(Exception):
+    """The bundle itself is broken (missing or invalid manifest): not the caller's fault."""
+
+
+def bundle_root() -> Path:
+    """The bundle ships next to the package; SLURM_APP_BUNDLE points elsewhere for tests."""
+    override = os.environ.get("SLURM_APP_BUNDLE")
+    root = Path(override) if override else Path(__file__).resolve().parent.parent
+    if not (root / "manifests").is_dir():
+        raise CatalogError(
+            f"no manifests/ folder under {root}: install the bundle from its source tree "
+            "(pip install -e .) or set SLURM_APP_BUNDLE"
+        )
+    return root
+
+
+def manifest_file(folder: Path) -> Path | None:
+    return next((folder / n for n in MANIFEST_NAMES if (folder / n).is_file()), None)
+
+
+@dataclass(frozen=True)
+class LoadedEntry:
+    document: Document
+    entry: CatalogEntry
+
+
+def load_entry(slug: str, manifests_dir: Path | None = None) -> LoadedEntry | None:
+    """The catalog entry for `slug`, or None when the catalog has no such app."""
+    folder = (manifests_dir or bundle_root() / "manifests") / slug
+    path = manifest_file(folder) if folder.is_dir() else None
+    if path is None:
+        return None
+    try:
+        document = load_path(path)
+        return LoadedEntry(document, CatalogEntry.model_validate(document.data))
+    except (DocumentError, ValidationError) as exc:
+        raise CatalogError(f"{path} is invalid; run `slurm-app-driver lint {path}`") from exc

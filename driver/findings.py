@@ -1,0 +1,121 @@
+"""Findings: the one error shape shared by `lint` and `validate-request` (and later `run`).
+
+A finding names the file, the line where it is known, a JSON path into the document, a
+stable code and a message that says what was expected. Messages never quote the offending
+value: a request may carry a secret in the wrong field, and findings are printed and logged.
+"""
+
+import json
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+from rich.console import Console
+from rich.markup import escape
+
+PathPart = str | int
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+# code -> hint. Schema findings use `schema.<keyword>` (catalog entry / request contract),
+# `placement.<keyword>`, `config.<keyword>`, `options.<keyword>` (the manifest's own schemas).
+HINTS: dict[str, str] = {
+    "yaml-syntax": "fix the YAML syntax at the line shown",
+    "json-syntax": "fix the JSON syntax at the line shown",
+    "not-found": "check the path",
+    "not-a-manifest": "lint a manifest.yaml, a folder holding manifests, or a file beside one",
+    "model": "the document passed the JSON Schema but not the driver's model; report this",
+    "invalid-subschema": "placement/config/options schemas must be valid Draft 2020-12 schemas",
+    "default-invalid": "a default must satisfy the schema it is declared in",
+    "unsafe-string": "bound every string with maxLength and an anchored pattern (^...$), "
+    "an enum/const, or a checked format such as uuid",
+    "duplicate-version": "each version string may appear once",
+    "duplicate-key": "keys in this list must be unique",
+    "slug-mismatch": "the manifest's slug must equal the name of the folder it lives in",
+    "unknown-component": "use a component key declared in this version's `components`",
+    "invalid-sandbox-token": "use iframe sandbox keywords only (allow-forms, allow-scripts, ...)",
+    "sandbox-without-embedding": "a sandbox only applies when embedding.allowed is true",
+    "dashboard-missing": "bundled dashboard paths are relative to the manifest's folder",
+    "dashboard-invalid": "a bundled dashboard is Grafana JSON with uid, title and panels",
+    "unknown-dashboard": "UI paths /d/<uid> must name the uid of a bundled dashboard",
+    "duplicate-port": "two exporters cannot listen on one port",
+    "binding-field-unknown": "bound placement fields must be declared in placement_schema "
+    "as uuid strings (or arrays of them when multiple)",
+    "missing-operation": "every version needs deploy, status and decommission operations",
+    "target-component-required": "operations whose target is new_allocation or member must "
+    "name target_component_key",
+    "ui-incomplete": "give the UI an endpoint with auth, or at least one tab",
+    "unknown-app": "the catalog has no manifest with this slug",
+    "unknown-version": "the manifest has no such version",
+    "unknown-operation": "the version's operations list the supported types",
+    "inline-secret": "pass secrets as files: credentials.*_file, or a *_ref name resolved "
+    "inside credentials.secrets_dir",
+    "tenant-boundary": "every allocation must belong to the instance's project",
+    "unknown-allocation": "every referenced allocation must be listed in `allocations`",
+    "allocation-reused": "an allocation may back one member per instance "
+    "(the controller's also backs the worker in same_node placement)",
+    "duplicate-id": "ids must be unique",
+    "member-mismatch": "members must agree with the placement intent",
+    "target-missing": "this operation needs operation.target.allocation_id",
+    "target-unexpected": "this operation takes no target",
+    "target-invalid": "the target does not fit this operation",
+    "linked-instance-missing": "pass the referenced instance in `linked_instances`",
+    "config-inconsistent": "the config's values contradict each other",
+    "secret-file": "the referenced secret file must exist, be a regular file and not be "
+    "readable by group or others",
+}
+
+
+class Finding(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    path: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+    severity: Severity = Severity.ERROR
+
+    @property
+    def hint(self) -> str | None:
+        return HINTS.get(self.code) or HINTS.get(self.code.split(".", 1)[0])
+
+
+def json_path(parts: Sequence[PathPart]) -> str:
+    """Render a path like `$.versions[0].ui['odd key']`."""
+    out = "$"
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.isidentifier():
+            out += f".{part}"
+        else:
+            out += "[" + json.dumps(part) + "]"
+    return out
+
+
+def render_json(findings: Iterable[Finding], **extra: object) -> str:
+    items = [{**f.model_dump(mode="json"), "hint": f.hint} for f in findings]
+    return json.dumps({**extra, "findings": items, "count": len(items)}, indent=2)
+
+
+def render_human(findings: Sequence[Finding], console: Console) -> None:
+    for f in findings:
+        where = f.file or "<input>"
+        if f.line is not None:
+            where += f":{f.line}"
+        colour = "red" if f.severity is Severity.ERROR else "yellow"
+        console.print(
+            f"{escape(where)}: [{colour}]{f.severity}[/{colour}] "
+            f"[bold]{escape(f.code)}[/bold] {escape(f.path)}: {escape(f.message)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        if f.hint:
+            console.print(
+                f"    hint: {escape(f.hint)}", style="dim", highlight=False, soft_wrap=True
+            )

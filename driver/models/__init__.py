@@ -1,0 +1,1 @@
+"""Pydantic models of the contracts at the driver's boundaries."""

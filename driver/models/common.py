@@ -1,0 +1,47 @@
+"""Constrained string types shared by the catalog-entry and operation-request contracts.
+
+Every value admitted here may end up in slurm.conf, Apache or Prometheus files, YAML
+inventories or log lines, so each type is anchored, bounded and free of whitespace or
+control characters unless the target format needs them.
+"""
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, StringConstraints
+
+Slug = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$", max_length=63)]
+Identifier = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", max_length=128)
+]
+ComponentKey = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=32)]
+OperationType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=32)]
+FieldName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]
+AppVersion = Annotated[
+    str, StringConstraints(pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$", max_length=32)
+]
+DisplayText = Annotated[
+    str, StringConstraints(pattern=r"^[^\u0000-\u001f\u007f]+$", min_length=1, max_length=200)
+]
+LongText = Annotated[
+    str, StringConstraints(pattern=r"^[^\u0000-\u0008\u000b-\u001f\u007f]*$", max_length=2000)
+]
+AbsolutePath = Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9._@+/-]*$", max_length=4096)]
+UrlPath = Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9._~/-]*$", max_length=256)]
+RelativeFile = Annotated[
+    str,
+    StringConstraints(pattern=r"^/?[A-Za-z0-9_-][A-Za-z0-9._/-]*$", max_length=256),
+]
+Hostname = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$", max_length=63),
+]
+NetworkAddress = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.:-]*$", max_length=253)
+]
+PosixName = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]*$", max_length=32)]
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors: a typo in a contract must never be silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)

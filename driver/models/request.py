@@ -1,0 +1,115 @@
+"""The operation request the platform's app controller sends, one per member operation.
+
+`driver/schemas/operation-request.schema.json` is generated from these models. Secrets are
+never carried inline: `credentials` holds file paths only, and the instance config refers to
+secrets by name (resolved inside `credentials.secrets_dir`).
+"""
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
+
+from driver.models.common import (
+    AbsolutePath,
+    AppVersion,
+    ComponentKey,
+    Hostname,
+    Identifier,
+    NetworkAddress,
+    OperationType,
+    PosixName,
+    Slug,
+    StrictModel,
+)
+
+
+class MemberStatus(StrEnum):
+    PENDING = "pending"
+    PROVISIONING = "provisioning"
+    READY = "ready"
+    DRAINING = "draining"
+    DRAINED = "drained"
+    STOPPED = "stopped"
+    FAILED = "failed"
+    REMOVING = "removing"
+    REMOVED = "removed"
+
+
+class Member(StrictModel):
+    member_id: Identifier
+    component_key: ComponentKey
+    allocation_id: UUID
+    status: MemberStatus
+
+
+class Instance(StrictModel):
+    id: UUID
+    app_slug: Slug
+    version: AppVersion
+    name: Identifier | SkipJsonSchema[None] = None
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="Validated against the version's config_schema."
+    )
+    placement_intent: dict[str, Any] = Field(
+        description="Validated against the version's placement_schema."
+    )
+
+
+class LinkedInstance(StrictModel):
+    """An instance this one attaches to (the Slurm cluster an OOD portal serves)."""
+
+    id: UUID
+    app_slug: Slug
+    version: AppVersion
+    config: dict[str, Any] = Field(default_factory=dict)
+    members: list[Member]
+
+
+class OperationTargetRef(StrictModel):
+    allocation_id: UUID
+
+
+class Operation(StrictModel):
+    id: Identifier
+    type: OperationType
+    target: OperationTargetRef | SkipJsonSchema[None] = None
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Validated against the operation's options_schema."
+    )
+
+
+class Allocation(StrictModel):
+    id: UUID
+    project_id: Identifier
+    hostname: Hostname
+    address: NetworkAddress
+    ssh_user: PosixName = "root"
+    ssh_port: Annotated[int, Field(ge=1, le=65535)] = 22
+    cpus: Annotated[int, Field(ge=1, le=100000)] | SkipJsonSchema[None] = None
+    memory_mb: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = None
+    gpus: Annotated[int, Field(ge=0, le=64)] = 0
+
+
+class Credentials(StrictModel):
+    ssh_private_key_file: AbsolutePath
+    secrets_dir: AbsolutePath | SkipJsonSchema[None] = None
+    munge_key_file: AbsolutePath | SkipJsonSchema[None] = None
+
+
+class OperationRequest(StrictModel):
+    api_version: Literal["v1"]
+    correlation_id: Identifier
+    org_id: Identifier
+    project_id: Identifier
+    instance: Instance
+    linked_instances: list[LinkedInstance] = Field(default_factory=list)
+    members: list[Member]
+    operation: Operation
+    allocations: list[Allocation]
+    credentials: Credentials
+
+    def allocation(self, allocation_id: UUID) -> Allocation | None:
+        return next((a for a in self.allocations if a.id == allocation_id), None)

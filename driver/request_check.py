@@ -1,0 +1,483 @@
+"""`slurm-app-driver validate-request`: is an operation request safe to act on?
+
+Layers, each run only when the one before passed, so a finding never stems from an earlier
+one: inline-secret scan and the request JSON Schema; the pydantic model; the app manifest's
+placement/config/options schemas; then the rules no schema can express (tenant boundary,
+allocation references, members vs placement, operation targets).
+"""
+
+import re
+import stat
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from pydantic import ValidationError
+
+from driver.catalog import LoadedEntry, load_entry
+from driver.documents import Document, LinePath
+from driver.findings import Finding
+from driver.models.manifest import OperationTarget, Version
+from driver.models.request import MemberStatus, OperationRequest
+from driver.schema_check import schema_findings, shipped_schema
+
+# Key names that announce a secret; allowed only as references (paths or names).
+_SECRET_KEY = re.compile(
+    r"(secret|password|passwd|passphrase|private_?key|token|munge_?key|"
+    r"api_?key)",
+    re.IGNORECASE,
+)
+_REFERENCE_SUFFIXES = ("_file", "_ref", "_dir", "_id", "_ids")
+_PEM_MARKER = "-----BEGIN"
+
+
+@dataclass
+class RequestCheck:
+    """The outcome: the findings and, when valid, the typed request and its manifest."""
+
+    findings: list[Finding] = field(default_factory=list)
+    request: OperationRequest | None = None
+    loaded: LoadedEntry | None = None
+    version: Version | None = None
+
+    @property
+    def valid(self) -> bool:
+        return not self.findings and self.request is not None
+
+
+def _inline_secrets(data: Any, path: LinePath = ()) -> Iterator[tuple[LinePath, str]]:
+    if isinstance(data, dict):
+        for key, value in data.items():
+            key_path = (*path, key)
+            if (
+                isinstance(key, str)
+                and _SECRET_KEY.search(key)
+                and not key.endswith(_REFERENCE_SUFFIXES)
+                and value not in (None, "", {}, [])
+            ):
+                yield key_path, f"{key!r} looks like an inline secret"
+            else:
+                yield from _inline_secrets(value, key_path)
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            yield from _inline_secrets(item, (*path, index))
+    elif isinstance(data, str) and _PEM_MARKER in data:
+        yield path, "value contains a PEM key or certificate block"
+
+
+def _secret_refs(config: Any, path: LinePath) -> Iterator[tuple[LinePath, str]]:
+    if isinstance(config, dict):
+        for key, value in config.items():
+            if key.endswith("secret_ref") and isinstance(value, str):
+                yield (*path, key), value
+            else:
+                yield from _secret_refs(value, (*path, key))
+
+
+def _check_secret_file(doc: Document, path: LinePath, file: Path, what: str) -> list[Finding]:
+    try:
+        info = file.stat()
+    except OSError:
+        return [doc.finding("secret-file", path, f"{what} does not exist or cannot be read")]
+    if not stat.S_ISREG(info.st_mode):
+        return [doc.finding("secret-file", path, f"{what} is not a regular file")]
+    if info.st_mode & 0o077:
+        mode = f"{info.st_mode & 0o777:o}"
+        return [
+            doc.finding("secret-file", path, f"{what} is readable by group or others (mode {mode})")
+        ]
+    return []
+
+
+def _bound_allocations(
+    version: Version, placement: dict[str, Any]
+) -> Iterator[tuple[LinePath, str, UUID]]:
+    """(path, component_key, allocation id) for every allocation the placement binds."""
+    for binding in version.placement_bindings:
+        value = placement.get(binding.field)
+        base: LinePath = ("instance", "placement_intent", binding.field)
+        values = value if binding.multiple else [value]
+        for index, raw in enumerate(values or []):
+            if raw is None:
+                continue
+            path = (*base, index) if binding.multiple else base
+            yield path, binding.component_key, UUID(raw)
+
+
+class _Rules:
+    """Semantic rules over a request that passed every schema."""
+
+    def __init__(self, doc: Document, request: OperationRequest, version: Version) -> None:
+        self.doc, self.request, self.version = doc, request, version
+        self.findings: list[Finding] = []
+        self.allocation_ids = {a.id for a in request.allocations}
+
+    def add(self, code: str, path: LinePath, message: str) -> None:
+        self.findings.append(self.doc.finding(code, path, message))
+
+    def duplicates(self, values: list[Any], base: LinePath, field_name: str) -> None:
+        for value, count in Counter(values).items():
+            if count > 1:
+                index = len(values) - 1 - values[::-1].index(value)
+                self.add(
+                    "duplicate-id",
+                    (*base, index, field_name),
+                    f"{field_name} {value} appears {count} times",
+                )
+
+    def tenant_boundary(self) -> None:
+        for index, allocation in enumerate(self.request.allocations):
+            if allocation.project_id != self.request.project_id:
+                self.add(
+                    "tenant-boundary",
+                    ("allocations", index, "project_id"),
+                    f"allocation {allocation.id} belongs to project "
+                    f"{allocation.project_id!r}, the instance to {self.request.project_id!r}",
+                )
+        self.duplicates([a.id for a in self.request.allocations], ("allocations",), "id")
+        self.duplicates([m.member_id for m in self.request.members], ("members",), "member_id")
+
+    def placement(self) -> dict[UUID, str]:
+        bound: dict[UUID, str] = {}
+        for path, component, allocation_id in _bound_allocations(
+            self.version, self.request.instance.placement_intent
+        ):
+            if allocation_id not in self.allocation_ids:
+                self.add(
+                    "unknown-allocation",
+                    path,
+                    f"allocation {allocation_id} is not in the request's allocations",
+                )
+            if allocation_id in bound:
+                self.add(
+                    "allocation-reused",
+                    path,
+                    f"allocation {allocation_id} is already placed as {bound[allocation_id]}",
+                )
+            bound.setdefault(allocation_id, component)
+        return bound
+
+    def members(self, bound: dict[UUID, str]) -> None:
+        live = [m for m in self.request.members if m.status is not MemberStatus.REMOVED]
+        seen: set[tuple[str, UUID]] = set()
+        for index, member in enumerate(self.request.members):
+            base: LinePath = ("members", index)
+            if self.version.component(member.component_key) is None:
+                known = ", ".join(c.key for c in self.version.components)
+                self.add(
+                    "unknown-component",
+                    (*base, "component_key"),
+                    f"no component {member.component_key!r} (known: {known})",
+                )
+                continue
+            if member.allocation_id not in self.allocation_ids:
+                self.add(
+                    "unknown-allocation",
+                    (*base, "allocation_id"),
+                    f"allocation {member.allocation_id} is not in the request's allocations",
+                )
+            pair = (member.component_key, member.allocation_id)
+            if pair in seen:
+                self.add(
+                    "allocation-reused",
+                    (*base, "allocation_id"),
+                    f"a second {member.component_key} member on allocation {member.allocation_id}",
+                )
+            seen.add(pair)
+            placed_as = bound.get(member.allocation_id)
+            single = next(
+                (
+                    b
+                    for b in self.version.placement_bindings
+                    if b.component_key == member.component_key and not b.multiple
+                ),
+                None,
+            )
+            if single is not None and placed_as != member.component_key:
+                self.add(
+                    "member-mismatch",
+                    (*base, "allocation_id"),
+                    f"the placement puts the {member.component_key} on "
+                    f"{self.request.instance.placement_intent.get(single.field)}",
+                )
+        for c_index, component in enumerate(self.version.components):
+            count = sum(1 for m in live if m.component_key == component.key)
+            if count < component.min_count:
+                self.add(
+                    "member-mismatch",
+                    ("members",),
+                    f"expected at least {component.min_count} {component.key} member(s), "
+                    f"got {count}",
+                )
+            if component.max_count is not None and count > component.max_count:
+                self.add(
+                    "member-mismatch",
+                    ("members",),
+                    f"expected at most {component.max_count} {component.key} member(s), "
+                    f"got {count} (see components[{c_index}])",
+                )
+
+    def target(self) -> None:
+        operation = self.request.operation
+        spec = self.version.operation(operation.type)
+        assert spec is not None  # checked by the schema layer
+        target = operation.target
+        if spec.target is OperationTarget.NONE:
+            if target is not None:
+                self.add(
+                    "target-unexpected",
+                    ("operation", "target"),
+                    f"{operation.type} acts on the whole instance",
+                )
+            return
+        if target is None:
+            self.add(
+                "target-missing",
+                ("operation", "target"),
+                f"{operation.type} needs the allocation it acts on",
+            )
+            return
+        path: LinePath = ("operation", "target", "allocation_id")
+        if target.allocation_id not in self.allocation_ids:
+            self.add(
+                "unknown-allocation",
+                path,
+                f"allocation {target.allocation_id} is not in the request's allocations",
+            )
+            return
+        on_target = {
+            m.component_key for m in self.request.members if m.allocation_id == target.allocation_id
+        }
+        wanted = spec.target_component_key or ""
+        if spec.target is OperationTarget.MEMBER and wanted not in on_target:
+            self.add(
+                "target-invalid",
+                path,
+                f"no {wanted} member runs on allocation {target.allocation_id}",
+            )
+        if spec.target is OperationTarget.NEW_ALLOCATION and on_target and wanted not in on_target:
+            self.add(
+                "target-invalid",
+                path,
+                f"allocation {target.allocation_id} already backs {', '.join(sorted(on_target))}",
+            )
+
+
+def _slurm_reference_rules(rules: _Rules) -> None:
+    request = rules.request
+    config, placement = request.instance.config, request.instance.placement_intent
+    controller = placement.get("controller_allocation_id")
+    if placement.get("worker_placement") == "separate":
+        for index, member in enumerate(request.members):
+            if member.component_key == "worker" and str(member.allocation_id) == controller:
+                rules.add(
+                    "member-mismatch",
+                    ("members", index, "allocation_id"),
+                    "separate placement: no worker runs on the controller's allocation",
+                )
+    partitions = config.get("partitions")
+    if isinstance(partitions, list):
+        names = [p.get("name") for p in partitions]
+        for name, count in Counter(names).items():
+            if count > 1:
+                rules.add(
+                    "duplicate-key",
+                    (
+                        "instance",
+                        "config",
+                        "partitions",
+                        names.index(name, names.index(name) + 1),
+                        "name",
+                    ),
+                    f"partition {name!r} appears {count} times",
+                )
+        defaults = sum(1 for p in partitions if p.get("default"))
+        if defaults != 1:
+            rules.add(
+                "config-inconsistent",
+                ("instance", "config", "partitions"),
+                f"expected exactly one default partition, got {defaults}",
+            )
+    users = config.get("users")
+    if isinstance(users, list):
+        for key in ("name", "uid"):
+            values = [u.get(key) for u in users]
+            for value, count in Counter(values).items():
+                if count > 1:
+                    index = len(values) - 1 - values[::-1].index(value)
+                    rules.add(
+                        "duplicate-key",
+                        ("instance", "config", "users", index, key),
+                        f"user {key} {value!r} appears {count} times",
+                    )
+
+
+APP_RULES: dict[str, Callable[[_Rules], None]] = {
+    "slurm-reference": _slurm_reference_rules,
+}
+
+
+def _linked_instances(
+    doc: Document, request: OperationRequest, version: Version, allocation_ids: set[UUID]
+) -> list[Finding]:
+    findings = []
+    for reference in version.instance_references:
+        raw = request.instance.placement_intent.get(reference.field)
+        if raw is None:
+            continue
+        path: LinePath = ("instance", "placement_intent", reference.field)
+        match = next((i for i in request.linked_instances if str(i.id) == raw), None)
+        if match is None or match.app_slug != reference.app_slug:
+            findings.append(
+                doc.finding(
+                    "linked-instance-missing",
+                    path,
+                    f"no {reference.app_slug} instance {raw} in linked_instances",
+                )
+            )
+    for index, linked in enumerate(request.linked_instances):
+        base: LinePath = ("linked_instances", index)
+        loaded = load_entry(linked.app_slug)
+        linked_version = loaded.entry.version(linked.version) if loaded else None
+        if loaded is None:
+            findings.append(
+                doc.finding(
+                    "unknown-app", (*base, "app_slug"), f"no catalog entry {linked.app_slug!r}"
+                )
+            )
+            continue
+        if linked_version is None:
+            findings.append(
+                doc.finding(
+                    "unknown-version",
+                    (*base, "version"),
+                    f"{linked.app_slug} has no version {linked.version}",
+                )
+            )
+            continue
+        findings += schema_findings(
+            doc, linked_version.config_schema, linked.config, (*base, "config"), "config"
+        )
+        for m_index, member in enumerate(linked.members):
+            if member.allocation_id not in allocation_ids:
+                findings.append(
+                    doc.finding(
+                        "unknown-allocation",
+                        (*base, "members", m_index, "allocation_id"),
+                        f"allocation {member.allocation_id} is not in the request's allocations",
+                    )
+                )
+    return findings
+
+
+def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
+    """Secret files must exist and be private; run before acting, optional for dry checks."""
+    creds = request.credentials
+    findings = _check_secret_file(
+        doc,
+        ("credentials", "ssh_private_key_file"),
+        Path(creds.ssh_private_key_file),
+        "the SSH private key",
+    )
+    if creds.munge_key_file:
+        findings += _check_secret_file(
+            doc, ("credentials", "munge_key_file"), Path(creds.munge_key_file), "the munge key"
+        )
+    for path, name in _secret_refs(request.instance.config, ("instance", "config")):
+        if creds.secrets_dir:
+            findings += _check_secret_file(
+                doc, path, Path(creds.secrets_dir) / name, f"secret {name!r} in secrets_dir"
+            )
+    return findings
+
+
+def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
+    result = RequestCheck()
+    result.findings = [
+        doc.finding("inline-secret", path, message) for path, message in _inline_secrets(doc.data)
+    ]
+    result.findings += schema_findings(
+        doc, shipped_schema("operation-request.schema.json"), doc.data, (), "schema"
+    )
+    if result.findings:
+        return result
+    try:
+        request = OperationRequest.model_validate(doc.data)
+    except ValidationError as exc:
+        result.findings = [doc.finding("model", tuple(e["loc"]), e["msg"]) for e in exc.errors()]
+        return result
+
+    loaded = load_entry(request.instance.app_slug)
+    if loaded is None:
+        result.findings.append(
+            doc.finding(
+                "unknown-app",
+                ("instance", "app_slug"),
+                f"no catalog entry {request.instance.app_slug!r}",
+            )
+        )
+        return result
+    version = loaded.entry.version(request.instance.version)
+    if version is None:
+        known = ", ".join(v.version for v in loaded.entry.versions)
+        result.findings.append(
+            doc.finding(
+                "unknown-version",
+                ("instance", "version"),
+                f"{loaded.entry.slug} has versions {known}",
+            )
+        )
+        return result
+    findings = schema_findings(
+        doc,
+        version.placement_schema,
+        request.instance.placement_intent,
+        ("instance", "placement_intent"),
+        "placement",
+    )
+    findings += schema_findings(
+        doc, version.config_schema, request.instance.config, ("instance", "config"), "config"
+    )
+    spec = version.operation(request.operation.type)
+    if spec is None:
+        known = ", ".join(op.type for op in version.operations)
+        findings.append(
+            doc.finding(
+                "unknown-operation",
+                ("operation", "type"),
+                f"{loaded.entry.slug} {version.version} supports: {known}",
+            )
+        )
+    else:
+        findings += schema_findings(
+            doc, spec.options_schema, request.operation.options, ("operation", "options"), "options"
+        )
+    if findings:
+        result.findings = findings
+        return result
+
+    rules = _Rules(doc, request, version)
+    rules.tenant_boundary()
+    bound = rules.placement()
+    rules.members(bound)
+    rules.target()
+    app_rules = APP_RULES.get(loaded.entry.slug)
+    if app_rules is not None:
+        app_rules(rules)
+    rules.findings += _linked_instances(doc, request, version, rules.allocation_ids)
+    if not request.credentials.secrets_dir:
+        for path, name in _secret_refs(request.instance.config, ("instance", "config")):
+            rules.add(
+                "secret-file",
+                path,
+                f"refers to secret {name!r} but credentials.secrets_dir is not set",
+            )
+    if files:
+        rules.findings += check_files(doc, request)
+    result.findings = rules.findings
+    if not result.findings:
+        result.request, result.loaded, result.version = request, loaded, version
+    return result
