@@ -12,7 +12,7 @@ from driver import __version__
 from driver.catalog import CatalogError
 from driver.documents import DocumentError, load_json, load_path
 from driver.findings import Finding, Severity, render_human, render_json
-from driver.lint import UsageError, lint_paths
+from driver.lint import UsageError, lint_paths, resolve_manifests
 from driver.request_check import check_request
 from driver.schema_check import shipped_schema
 from driver.schemagen import SHIPPED, render
@@ -51,7 +51,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     _report(findings, args.format)
     errors = [f for f in findings if f.severity is Severity.ERROR or args.strict]
     if args.format == "human" and not findings:
-        print(f"ok: {len(paths)} path(s), no findings")
+        print(f"ok: {len(resolve_manifests(paths))} manifest(s), no findings")
     return Exit.FAILED if errors else Exit.OK
 
 

@@ -24,10 +24,15 @@ class Severity(StrEnum):
 # code -> hint. Schema findings use `schema.<keyword>` (catalog entry / request contract),
 # `placement.<keyword>`, `config.<keyword>`, `options.<keyword>` (the manifest's own schemas).
 HINTS: dict[str, str] = {
+    "schema": "the document breaks its contract; `slurm-app-driver schema catalog-entry` or "
+    "`slurm-app-driver schema operation-request` prints it",
+    "placement": "instance.placement_intent must satisfy the version's placement_schema",
+    "config": "the config must satisfy the app version's config_schema",
+    "options": "operation.options must satisfy the operation's options_schema",
+    "usage": "see --help",
     "yaml-syntax": "fix the YAML syntax at the line shown",
     "json-syntax": "fix the JSON syntax at the line shown",
     "not-found": "check the path",
-    "not-a-manifest": "lint a manifest.yaml, a folder holding manifests, or a file beside one",
     "model": "the document passed the JSON Schema but not the driver's model; report this",
     "invalid-subschema": "placement/config/options schemas must be valid Draft 2020-12 schemas",
     "default-invalid": "a default must satisfy the schema it is declared in",

@@ -399,7 +399,10 @@ def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
     result.findings = [
         doc.finding("inline-secret", path, message) for path, message in _inline_secrets(doc.data)
     ]
-    result.findings += schema_findings(
+    if result.findings:
+        # Reported alone: the schema layer would flag the same keys again, less precisely.
+        return result
+    result.findings = schema_findings(
         doc, shipped_schema("operation-request.schema.json"), doc.data, (), "schema"
     )
     if result.findings:

@@ -149,12 +149,16 @@ class Version(StrictModel):
         return next((c for c in self.components if c.key == key), None)
 
 
+class Capability(StrEnum):
+    GPU = "gpu"
+
+
 class Exporter(StrictModel):
     name: ComponentKey
     port: Port
     path: UrlPath = "/metrics"
     component_keys: Annotated[list[ComponentKey], Field(min_length=1)]
-    requires: list[Annotated[str, Field(pattern=r"^(gpu)$")]] = Field(
+    requires: list[Capability] = Field(
         default_factory=list,
         description="Host capabilities the exporter needs; 'gpu' = only on hosts with GPUs.",
     )

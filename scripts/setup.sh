@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Prepares a fresh Debian machine (run as root, or with sudo available): the OS packages the
+# project needs, then .venv with the bundle and its dev tools. Safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+PYTHON=${PYTHON:-python3}
+need_apt=()
+command -v "$PYTHON" >/dev/null 2>&1 || need_apt+=(python3)
+"$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+command -v git >/dev/null 2>&1 || need_apt+=(git)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+"$PYTHON" - <<'PY'
+import sys
+if sys.version_info < (3, 11):
+    sys.exit(f"Python 3.11 or newer is needed, found {sys.version.split()[0]}")
+PY
+
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -m pip install -q -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/slurm-app-driver --version

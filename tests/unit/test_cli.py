@@ -1,0 +1,203 @@
+"""The command line as the platform and manifest authors use it: exit codes and output."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, MANIFESTS, ROOT, example
+
+DRIVER = [sys.executable, "-m", "driver.cli"]
+
+
+def run(*args: str, stdin: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*DRIVER, *args], input=stdin, capture_output=True, text=True, cwd=cwd, check=False
+    )
+
+
+def test_console_script_installed():
+    script = shutil.which("slurm-app-driver", path=str(Path(sys.executable).parent))
+    assert script, "pip install -e . provides the slurm-app-driver console script"
+    out = subprocess.run([script, "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("slurm-app-driver ")
+
+
+def test_lint_clean_exit_zero():
+    result = run("lint", "manifests/")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no findings" in result.stdout
+
+
+def test_lint_defaults_to_manifests_folder():
+    assert run("lint").returncode == 0
+
+
+def test_lint_findings_exit_one_json(tmp_path):
+    folder = tmp_path / "open-ondemand"
+    shutil.copytree(MANIFESTS / "open-ondemand", folder)
+    text = (folder / "manifest.yaml").read_text().replace("port: 443", "port: 0")
+    (folder / "manifest.yaml").write_text(text)
+    result = run("lint", "--format", "json", str(folder))
+    assert result.returncode == 1
+    body = json.loads(result.stdout)
+    assert body["count"] == 1
+    (finding,) = body["findings"]
+    assert finding["code"] == "schema.minimum"
+    assert finding["path"] == "$.versions[0].ui.endpoint.port"
+    assert finding["file"] == str(folder / "manifest.yaml")
+    assert text.splitlines()[finding["line"] - 1].strip() == "port: 0"
+    assert finding["hint"]
+
+
+def test_lint_human_format_names_file_line_path_and_hint(tmp_path):
+    folder = tmp_path / "open-ondemand"
+    shutil.copytree(MANIFESTS / "open-ondemand", folder)
+    text = (folder / "manifest.yaml").read_text().replace("allow-popups", "allow-popup")
+    (folder / "manifest.yaml").write_text(text)
+    result = run("lint", str(folder / "manifest.yaml"))
+    assert result.returncode == 1
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if 'allow-popup"' in t)
+    assert f"manifest.yaml:{line}: error invalid-sandbox-token" in result.stdout
+    assert "$.versions[0].ui.embedding.sandbox" in result.stdout
+    assert "hint:" in result.stdout
+
+
+def test_lint_warning_only_passes_unless_strict(tmp_path):
+    folder = tmp_path / "open-ondemand"
+    shutil.copytree(MANIFESTS / "open-ondemand", folder)
+    manifest = folder / "manifest.yaml"
+    manifest.write_text(manifest.read_text().replace("allowed: true", "allowed: false"))
+    assert run("lint", str(folder)).returncode == 0
+    assert run("lint", "--strict", str(folder)).returncode == 1
+
+
+@pytest.mark.parametrize("args", [["lint", "/nonexistent"], ["lint", "--bogus"], ["frobnicate"]])
+def test_usage_errors_exit_two(args):
+    assert run(*args).returncode == 2
+
+
+def test_lint_folder_without_manifest_is_usage_error(tmp_path):
+    result = run("lint", "--format", "json", str(tmp_path))
+    assert result.returncode == 2
+    assert json.loads(result.stdout)["findings"][0]["code"] == "usage"
+
+
+def test_validate_request_ok_and_stdin():
+    path = EXAMPLES / "slurm-reference" / "add_worker.json"
+    assert run("validate-request", str(path)).returncode == 0
+    result = run("validate-request", "--format", "json", "-", stdin=path.read_text())
+    assert result.returncode == 0
+    assert json.loads(result.stdout) == {"valid": True, "findings": [], "count": 0}
+
+
+def test_validate_request_invalid_exits_two(tmp_path):
+    request = example("slurm-reference/drain_worker")
+    request["allocations"][2]["project_id"] = "proj-other"
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(request))
+    result = run("validate-request", "--format", "json", str(path))
+    assert result.returncode == 2
+    body = json.loads(result.stdout)
+    assert body["valid"] is False
+    assert [(f["code"], f["path"]) for f in body["findings"]] == [
+        ("tenant-boundary", "$.allocations[2].project_id")
+    ]
+
+
+def test_validate_request_missing_file_exits_two():
+    assert run("validate-request", "/nonexistent.json").returncode == 2
+
+
+@pytest.mark.parametrize("fmt", ["human", "json"])
+@pytest.mark.parametrize(
+    ("pointer", "field"),
+    [
+        (("credentials",), "ssh_private_key"),
+        (("instance", "config", "monitoring", "grafana", "oidc"), "client_secret"),
+        (("credentials",), "munge_key"),
+    ],
+)
+def test_inline_secrets_are_never_echoed(tmp_path, fmt, pointer, field):
+    secret = "-----BEGIN OPENSSH PRIVATE KEY-----\nZmFrZS1zZWNyZXQtbWF0ZXJpYWwtOTQ3MjE=\n"
+    request = example("slurm-reference/deploy")
+    node = request
+    for key in pointer:
+        node = node[key]
+    node[field] = secret
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(request))
+    result = run("validate-request", "--format", fmt, str(path))
+    assert result.returncode == 2
+    assert "inline-secret" in result.stdout
+    for fragment in ("ZmFrZS1zZWNyZXQtbWF0ZXJpYWwtOTQ3MjE", "PRIVATE KEY"):
+        assert fragment not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        ("correlation_id",),
+        ("instance", "name"),
+        ("allocations", 0, "hostname"),
+        ("instance", "config", "cluster_name"),
+        ("members", 0, "member_id"),
+    ],
+)
+def test_rejected_values_are_not_quoted(tmp_path, field):
+    """A secret pasted into the wrong field must not be echoed back by the error."""
+    marker = "hunter2 pasted-here"
+    request = example("slurm-reference/deploy")
+    node = request
+    for key in field[:-1]:
+        node = node[key]
+    node[field[-1]] = marker
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(request))
+    for fmt in ("human", "json"):
+        result = run("validate-request", "--format", fmt, str(path))
+        assert result.returncode == 2
+        assert "hunter2" not in result.stdout + result.stderr
+
+
+def _secret_files(tmp_path: Path, mode: int) -> dict:
+    key = tmp_path / "id_ed25519"
+    key.write_text("not a real key")
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "grafana-oidc-client-secret").write_text("x")
+    for file in (key, secrets / "grafana-oidc-client-secret"):
+        file.chmod(mode)
+    request = example("slurm-reference/deploy")
+    request["credentials"] = {"ssh_private_key_file": str(key), "secrets_dir": str(secrets)}
+    return request
+
+
+def test_check_files_accepts_private_files(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(_secret_files(tmp_path, 0o600)))
+    assert run("validate-request", "--check-files", str(path)).returncode == 0
+
+
+def test_check_files_refuses_readable_and_missing(tmp_path):
+    request = _secret_files(tmp_path, 0o644)
+    request["instance"]["config"]["monitoring"]["grafana"]["oidc"]["client_secret_ref"] = "absent"
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(request))
+    assert run("validate-request", str(path)).returncode == 0
+    result = run("validate-request", "--check-files", "--format", "json", str(path))
+    assert result.returncode == 2
+    got = {(f["code"], f["path"]) for f in json.loads(result.stdout)["findings"]}
+    assert got == {
+        ("secret-file", "$.credentials.ssh_private_key_file"),
+        ("secret-file", "$.instance.config.monitoring.grafana.oidc.client_secret_ref"),
+    }
+
+
+@pytest.mark.parametrize("name", ["catalog-entry", "operation-request"])
+def test_schema_command_prints_shipped_schema(name):
+    result = run("schema", name)
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["$schema"] == "https://json-schema.org/draft/2020-12/schema"
