@@ -10,6 +10,8 @@ ruff check .
 ruff format --check .
 echo "== yamllint"
 yamllint --strict .
+echo "== ansible-lint (production profile)"
+ansible-lint --nocolor -q roles playbooks
 echo "== manifests"
 slurm-app-driver lint manifests/
 echo "== pytest"

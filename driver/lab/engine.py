@@ -1,0 +1,56 @@
+"""The docker engine the lab and Molecule run on: installed and started when missing."""
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.errors import DockerException
+
+DOCKERD_LOG = Path("/var/log/slurm-app-lab-dockerd.log")
+
+
+class LabError(Exception):
+    """The lab cannot do what was asked; the message says why and what to do."""
+
+
+def log(message: str) -> None:
+    print(f"lab: {message}", file=sys.stderr, flush=True)
+
+
+def _ping() -> Any | None:
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+        return client
+    except DockerException:
+        return None
+
+
+def _start_dockerd() -> None:
+    if shutil.which("dockerd") is None:
+        raise LabError("the docker engine is not installed: run ./scripts/setup.sh as root")
+    if shutil.which("systemctl") and Path("/run/systemd/system").is_dir():
+        subprocess.run(["systemctl", "start", "docker"], check=False, capture_output=True)
+        return
+    log(f"starting dockerd (log: {DOCKERD_LOG})")
+    with DOCKERD_LOG.open("ab") as sink:
+        subprocess.Popen(["dockerd"], stdout=sink, stderr=sink, start_new_session=True)
+
+
+def docker_client() -> Any:
+    """A client for a running engine; starts dockerd when it is installed but not running."""
+    client = _ping()
+    if client is not None:
+        return client
+    _start_dockerd()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        client = _ping()
+        if client is not None:
+            return client
+        time.sleep(1)
+    raise LabError(f"dockerd did not come up within 60 s; see {DOCKERD_LOG}")

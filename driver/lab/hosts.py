@@ -1,0 +1,122 @@
+"""Lab hosts: systemd containers with sshd on a private docker network, one per allocation."""
+
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from docker.errors import NotFound
+
+from driver.lab.engine import LabError, docker_client, log
+
+LABEL = "io.slurm-app.lab"
+# DESIGN §7: what a systemd container needs here (--privileged is not available).
+SYSTEMD_RUN_OPTIONS: dict[str, Any] = {
+    "cap_add": ["SYS_ADMIN"],
+    "security_opt": ["seccomp=unconfined", "apparmor=unconfined"],
+    "tmpfs": {"/run": "", "/run/lock": ""},
+    "volumes": {"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "ro"}},
+    "command": "/lib/systemd/systemd",
+}
+
+
+@dataclass(frozen=True)
+class LabHost:
+    name: str
+    address: str
+    container_id: str
+
+
+def network_name(lab: str) -> str:
+    return f"slurm-app-lab-{lab}"
+
+
+def generate_ssh_key(folder: Path) -> Path:
+    """An ed25519 key pair for the lab, private to its owner."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = folder / "id_ed25519"
+    if not key.exists():
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "slurm-app-lab", "-f", str(key)],
+            check=True,
+        )
+    key.chmod(0o600)
+    return key
+
+
+def _exec(container: Any, command: str) -> str:
+    result = container.exec_run(["/bin/sh", "-c", command])
+    if result.exit_code != 0:
+        raise LabError(f"{container.name}: {command!r} failed: {result.output.decode()[-500:]}")
+    output: str = result.output.decode()
+    return output
+
+
+def start_hosts(lab: str, names: list[str], image: str, public_key: str) -> list[LabHost]:
+    client = docker_client()
+    network = network_name(lab)
+    if not client.networks.list(names=[network]):
+        client.networks.create(network, driver="bridge", labels={LABEL: lab})
+    hosts = []
+    for name in names:
+        container_name = f"{network}-{name}"
+        try:
+            container = client.containers.get(container_name)
+            if container.status != "running":
+                container.start()
+        except NotFound:
+            container = client.containers.run(
+                image,
+                name=container_name,
+                hostname=name,
+                network=network,
+                detach=True,
+                labels={LABEL: lab, f"{LABEL}.host": name},
+                **SYSTEMD_RUN_OPTIONS,
+            )
+        hosts.append(container)
+    deadline = time.monotonic() + 120
+    for container in hosts:
+        while True:
+            state = container.exec_run(["systemctl", "is-system-running"]).output.decode().strip()
+            if state in ("running", "degraded"):
+                break
+            if time.monotonic() > deadline:
+                raise LabError(f"{container.name}: systemd did not finish booting ({state})")
+            time.sleep(1)
+        _exec(
+            container,
+            "install -d -m 0700 /root/.ssh && "
+            f"printf '%s\\n' '{public_key}' > /root/.ssh/authorized_keys && "
+            "chmod 0600 /root/.ssh/authorized_keys && systemctl is-active ssh",
+        )
+        container.reload()
+    return [
+        LabHost(
+            name=c.labels[f"{LABEL}.host"],
+            address=c.attrs["NetworkSettings"]["Networks"][network]["IPAddress"],
+            container_id=c.id,
+        )
+        for c in hosts
+    ]
+
+
+def lab_containers(lab: str | None = None) -> list[Any]:
+    selector = f"{LABEL}={lab}" if lab else LABEL
+    containers: list[Any] = docker_client().containers.list(all=True, filters={"label": selector})
+    return containers
+
+
+def remove_lab(lab: str) -> int:
+    """Remove the lab's containers and network: only what carries this lab's label."""
+    client = docker_client()
+    removed = 0
+    for container in lab_containers(lab):
+        container.remove(force=True, v=True)
+        removed += 1
+    for network in client.networks.list(filters={"label": f"{LABEL}={lab}"}):
+        network.remove()
+    if removed:
+        log(f"removed {removed} container(s) of lab {lab!r}")
+    return removed

@@ -1,0 +1,150 @@
+"""Systemd base images for the lab and Molecule, built from Debian's packages (no registry).
+
+debootstrap a minimal Debian, pre-download (not install) the Slurm/MariaDB packages so the
+roles' real `apt` installs run from the local cache, then `docker import`. Images are cached by
+a tag that hashes the recipe, so a changed recipe builds a new image and an unchanged one is
+reused.
+"""
+
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from driver.lab.engine import LabError, docker_client, log
+
+IMAGE_REPOSITORY = "slurm-app-lab"
+MIRROR = "http://deb.debian.org/debian"
+BASE_PACKAGES = (
+    "systemd",
+    "systemd-sysv",
+    "python3",
+    "python3-apt",
+    "sudo",
+    "openssh-server",
+    "iproute2",
+    "procps",
+    "ca-certificates",
+)
+# Fetched into /var/cache/apt/archives only: the roles install them for real.
+PRELOADED_PACKAGES = (
+    "munge",
+    "slurmctld",
+    "slurmd",
+    "slurmdbd",
+    "slurm-client",
+    "mariadb-server",
+)
+
+
+@dataclass(frozen=True)
+class Distro:
+    codename: str
+    debian_version: str
+    slurm_series: str
+
+
+DISTROS = {
+    "trixie": Distro("trixie", "13", "24.11"),
+    "bookworm": Distro("bookworm", "12", "22.05"),
+}
+DEFAULT_DISTRO = "trixie"
+
+
+def distro(codename: str) -> Distro:
+    try:
+        return DISTROS[codename]
+    except KeyError:
+        raise LabError(f"unknown distro {codename!r}; choose one of {', '.join(DISTROS)}") from None
+
+
+def image_tag(codename: str) -> str:
+    recipe = "|".join((codename, MIRROR, *BASE_PACKAGES, "+", *PRELOADED_PACKAGES, "r3"))
+    digest = hashlib.sha256(recipe.encode()).hexdigest()[:10]
+    return f"{IMAGE_REPOSITORY}:{codename}-{digest}"
+
+
+def _run(argv: list[str], what: str) -> None:
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = (result.stdout + result.stderr).strip().splitlines()[-15:]
+        raise LabError(f"{what} failed ({result.returncode}):\n" + "\n".join(tail))
+
+
+def _prepare_rootfs(rootfs: Path) -> None:
+    # systemd creates a fresh machine-id per container when the file is empty.
+    (rootfs / "etc/machine-id").write_text("")
+    (rootfs / "etc/hostname").write_text("localhost\n")
+    # No daemon may start inside the chroot while we pre-download.
+    policy = rootfs / "usr/sbin/policy-rc.d"
+    policy.write_text("#!/bin/sh\nexit 101\n")
+    policy.chmod(0o755)
+    _run(["chroot", str(rootfs), "apt-get", "update", "-qq"], "apt-get update in the image")
+    _run(
+        [
+            "chroot",
+            str(rootfs),
+            "env",
+            "DEBIAN_FRONTEND=noninteractive",
+            "apt-get",
+            "install",
+            "-y",
+            "-qq",
+            "--download-only",
+            "--no-install-recommends",
+            *PRELOADED_PACKAGES,
+        ],
+        "pre-downloading the Slurm packages",
+    )
+    policy.unlink()
+    # The roles' apt installs must keep the downloaded packages for the next container.
+    (rootfs / "etc/apt/apt.conf.d/docker-clean").unlink(missing_ok=True)
+
+
+def build_image(codename: str, *, force: bool = False) -> str:
+    """Return the tag of the lab image for `codename`, building it when missing."""
+    tag = image_tag(codename)
+    client = docker_client()
+    if not force and client.images.list(name=tag):
+        return tag
+    for tool in ("debootstrap", "chroot"):
+        if shutil.which(tool) is None:
+            raise LabError(f"{tool} is missing: run ./scripts/setup.sh (as root)")
+    log(f"building image {tag} (debootstrap {codename}, about a minute)")
+    with tempfile.TemporaryDirectory(prefix="slurm-app-rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        _run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(BASE_PACKAGES)}",
+                codename,
+                str(rootfs),
+                MIRROR,
+            ],
+            f"debootstrap {codename}",
+        )
+        _prepare_rootfs(rootfs)
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        imported = subprocess.run(
+            [
+                "docker",
+                "import",
+                "-c",
+                'CMD ["/lib/systemd/systemd"]',
+                "-c",
+                "ENV container=docker",
+                "-",
+                tag,
+            ],
+            stdin=tar.stdout,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        tar.wait()
+        if imported.returncode != 0 or tar.returncode != 0:
+            raise LabError(f"docker import failed: {imported.stderr.strip()}")
+    return tag
