@@ -1,19 +1,35 @@
 """The `slurm-app-driver` command line."""
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from enum import IntEnum
 from pathlib import Path
 
+import yaml
 from rich.console import Console
 
 from driver import __version__
-from driver.catalog import CatalogError
+from driver.catalog import CatalogError, bundle_root
 from driver.documents import DocumentError, load_json, load_path
 from driver.findings import Finding, Severity, render_human, render_json
+from driver.lab import lab
+from driver.lab.engine import LabError
+from driver.lab.images import DEFAULT_DISTRO, DISTROS
 from driver.lint import UsageError, lint_paths, resolve_manifests
-from driver.request_check import check_request
+from driver.models.request import OperationRequest
+from driver.request_check import RequestCheck, check_request
+from driver.runner.events import Context, ErrorInfo, EventSink, EventType, Result
+from driver.runner.inventory import build_inventory
+from driver.runner.progress import TextProgress
+from driver.runner.run import (
+    APP_INVENTORY_VARS,
+    InstanceBusy,
+    count_plays,
+    instance_lock,
+    run_playbook,
+)
 from driver.schema_check import shipped_schema
 from driver.schemagen import SHIPPED, render
 
@@ -80,6 +96,161 @@ def cmd_validate_request(args: argparse.Namespace) -> int:
     return Exit.OK if result.valid else Exit.INVALID
 
 
+def _load_request(args: argparse.Namespace, *, files: bool) -> RequestCheck | int:
+    """The validated request, or the exit code after reporting why it is invalid."""
+    try:
+        if args.request == "-":
+            doc = load_json(sys.stdin.read(), "<stdin>")
+        else:
+            path = Path(args.request)
+            if not path.is_file():
+                return _usage(f"{path}: no such file", args.format)
+            doc = load_path(path)
+        result = check_request(doc, files=files)
+    except DocumentError as exc:
+        _report([exc.finding], "json" if args.format == "json" else "human", valid=False)
+        return Exit.INVALID
+    except CatalogError as exc:
+        return _usage(f"the bundle is broken: {exc}", args.format)
+    if not result.valid:
+        _report(result.findings, "json" if args.format == "json" else "human", valid=False)
+        return Exit.INVALID
+    return result
+
+
+def cmd_inventory(args: argparse.Namespace) -> int:
+    loaded = _load_request(args, files=False)
+    if isinstance(loaded, int):
+        return loaded
+    assert loaded.request is not None and loaded.version is not None
+    inventory = build_inventory(
+        loaded.request, loaded.version, APP_INVENTORY_VARS.get(loaded.request.instance.app_slug)
+    )
+    body = inventory.as_runner_inventory()
+    if args.format == "json":
+        print(json.dumps(body, indent=2))
+    else:
+        print(yaml.safe_dump(body, sort_keys=False), end="")
+    return Exit.OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    loaded = _load_request(args, files=True)
+    if isinstance(loaded, int):
+        return loaded
+    request, version = loaded.request, loaded.version
+    assert request is not None and version is not None
+    text = args.format == "text"
+    sink = EventSink(Context.of(request), emit=not text)
+    console = Console(file=sys.stdout)
+    try:
+        with instance_lock(str(request.instance.id)):
+            sink(EventType.OPERATION_STARTED)
+            if text:
+                spec = version.operation(request.operation.type)
+                assert spec is not None
+                plays = count_plays(bundle_root() / spec.playbook)
+                hosts = len(
+                    build_inventory(
+                        request, version, APP_INVENTORY_VARS.get(request.instance.app_slug)
+                    ).hosts
+                )
+                with TextProgress(console, plays, hosts) as progress:
+                    result = run_playbook(request, version, sink, progress)
+            else:
+                result = run_playbook(request, version, sink)
+    except InstanceBusy as exc:
+        result = Result(status="failed", error=ErrorInfo(code="instance_busy", message=str(exc)))
+        sink(EventType.OPERATION_FAILED, message=str(exc))
+        sink(EventType.OPERATION_RESULT, result=result.model_dump(mode="json"))
+        if text:
+            console.print(f"[red]busy:[/red] {exc}", highlight=False)
+        return Exit.BUSY
+    succeeded = result.status == "succeeded"
+    sink(
+        EventType.OPERATION_SUCCEEDED if succeeded else EventType.OPERATION_FAILED,
+        message=None if succeeded else (result.error.message if result.error else None),
+    )
+    sink(EventType.OPERATION_RESULT, result=result.model_dump(mode="json"))
+    if args.result_file:
+        Path(args.result_file).write_text(result.model_dump_json(indent=2) + "\n")
+    if text:
+        render_result(console, request, result)
+    return Exit.OK if succeeded else Exit.FAILED
+
+
+def render_result(console: Console, request: OperationRequest, result: Result) -> None:
+    colour = "green" if result.status == "succeeded" else "red"
+    console.print(
+        f"[{colour}]{request.operation.type} {result.status}[/{colour}] in {result.duration_s} s, "
+        f"{result.changed} change(s); instance {result.instance.get('status')} "
+        f"({result.instance.get('health')})",
+        highlight=False,
+    )
+    if result.error:
+        console.print(
+            f"[red]error {result.error.code}[/red] on {result.error.host}: {result.error.message}",
+            highlight=False,
+        )
+    bundle = result.adapter_detail.get("access_bundle")
+    if bundle:
+        console.print_json(
+            json.dumps(
+                {
+                    k: result.adapter_detail.get(k)
+                    for k in ("cluster_name", "daemon_versions", "nodes", "readiness")
+                    if k in result.adapter_detail
+                }
+            )
+        )
+        console.print_json(json.dumps(bundle))
+
+
+def cmd_lab(args: argparse.Namespace) -> int:
+    console = Console(file=sys.stdout)
+    try:
+        if args.lab_command == "down":
+            removed = lab.down(args.name)
+            console.print(f"lab {args.name!r}: removed {removed} container(s)", highlight=False)
+            return Exit.OK
+        if args.lab_command == "status":
+            rows = lab.status(args.name)
+            for row in rows:
+                console.print(
+                    f"{row['lab']:<12} {row['host']:<16} {row['state']:<10} {row['container']}",
+                    highlight=False,
+                )
+            if not rows:
+                console.print("no lab hosts", highlight=False)
+            elif args.name and any(r["host"].endswith("-ctl") for r in rows):
+                console.print(lab.sinfo(args.name), highlight=False, end="")
+            return Exit.OK
+        spec = lab.LabSpec(
+            name=args.name, workers=args.workers, distro=args.distro, placement=args.placement
+        )
+        request = lab.up(spec)
+    except LabError as exc:
+        Console(file=sys.stderr).print(f"[red]lab:[/red] {exc}", highlight=False)
+        return Exit.FAILED
+    result_file = request.with_name("deploy-result.json")
+    console.print(f"deploy request: {request}", highlight=False)
+    code = main(["run", str(request), "--format", args.format, "--result-file", str(result_file)])
+    if code != Exit.OK:
+        return code
+    try:
+        console.print(f"test job across every node, as {lab.LAB_USER['name']}:", highlight=False)
+        console.print(lab.test_job(args.name), highlight=False, end="")
+    except LabError as exc:
+        Console(file=sys.stderr).print(f"[red]lab:[/red] {exc}", highlight=False)
+        return Exit.FAILED
+    console.print(
+        f"result: {result_file}; remove the lab with "
+        f"`slurm-app-driver lab down --name {args.name}`",
+        highlight=False,
+    )
+    return Exit.OK
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     sys.stdout.write(render(shipped_schema(f"{args.name}.schema.json")))
     return Exit.OK
@@ -115,6 +286,36 @@ def build_parser() -> argparse.ArgumentParser:
         help="also check that the referenced secret files exist and are private",
     )
     validate.set_defaults(func=cmd_validate_request)
+
+    run = sub.add_parser("run", help="run one operation request (JSON events, or text progress)")
+    run.add_argument("request", help="request JSON file, or - for stdin")
+    run.add_argument(
+        "--format",
+        choices=("json", "text"),
+        default="json",
+        help="json: JSON-lines events, last line the result; text: progress for people",
+    )
+    run.add_argument("--result-file", help="also write the result JSON here")
+    run.set_defaults(func=cmd_run)
+
+    inventory = sub.add_parser("inventory", help="print the inventory a request would run on")
+    inventory.add_argument("request", help="request JSON file, or - for stdin")
+    inventory.add_argument("--format", choices=("yaml", "json"), default="yaml")
+    inventory.set_defaults(func=cmd_inventory)
+
+    lab_parser = sub.add_parser("lab", help="a local container lab standing in for the platform")
+    lab_sub = lab_parser.add_subparsers(dest="lab_command", required=True)
+    lab_up = lab_sub.add_parser("up", help="start hosts, deploy through the driver, run a job")
+    lab_up.add_argument("--name", default="lab", help="lab name (default: lab)")
+    lab_up.add_argument("--workers", type=int, default=2, help="separate workers (default: 2)")
+    lab_up.add_argument("--distro", choices=sorted(DISTROS), default=DEFAULT_DISTRO)
+    lab_up.add_argument("--placement", choices=("separate", "same_node"), default="separate")
+    lab_up.add_argument("--format", choices=("text", "json"), default="text")
+    lab_down = lab_sub.add_parser("down", help="remove the lab's containers, network and files")
+    lab_down.add_argument("--name", default="lab")
+    lab_status = lab_sub.add_parser("status", help="list lab hosts (and sinfo for --name)")
+    lab_status.add_argument("--name", default=None)
+    lab_parser.set_defaults(func=cmd_lab)
 
     schema = sub.add_parser("schema", help="print a shipped JSON Schema")
     schema.add_argument("name", choices=[n.removesuffix(".schema.json") for n in SHIPPED])

@@ -53,6 +53,8 @@ HINTS: dict[str, str] = {
     "missing-operation": "every version needs deploy, status and decommission operations",
     "target-component-required": "operations whose target is new_allocation or member must "
     "name target_component_key",
+    "touches-invalid": "touches names component keys, 'placement', or 'target' (operations "
+    "with a target only)",
     "ui-incomplete": "give the UI an endpoint with auth, or at least one tab",
     "unknown-app": "the catalog has no manifest with this slug",
     "unknown-version": "the manifest has no such version",

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from driver.catalog import MANIFEST_NAMES, manifest_file
 from driver.documents import Document, DocumentError, LinePath, load_path
 from driver.findings import Finding, Severity
-from driver.models.manifest import CatalogEntry, Endpoint, Version
+from driver.models.manifest import TOUCH_KEYWORDS, CatalogEntry, Endpoint, Version
 from driver.schema_check import compile_pattern, schema_findings, shipped_schema, validator_for
 
 REQUIRED_OPERATIONS = ("deploy", "status", "decommission")
@@ -275,6 +275,23 @@ def _check_version(
                     f"target {op.target.value!r} needs a component key",
                 )
             )
+        for t_index, touch in enumerate(op.touches):
+            if touch == "target" and op.target == "none":
+                findings.append(
+                    doc.finding(
+                        "touches-invalid",
+                        (*op_base, "touches", t_index),
+                        "'target' needs an operation with a target",
+                    )
+                )
+            elif touch not in TOUCH_KEYWORDS and version.component(touch) is None:
+                findings.append(
+                    doc.finding(
+                        "touches-invalid",
+                        (*op_base, "touches", t_index),
+                        f"{touch!r} is neither a component nor one of {', '.join(TOUCH_KEYWORDS)}",
+                    )
+                )
         if op.target_component_key and version.component(op.target_component_key) is None:
             findings.append(
                 doc.finding(
@@ -283,7 +300,9 @@ def _check_version(
                     f"no component {op.target_component_key!r}",
                 )
             )
-    properties = version.placement_schema.get("properties", {})
+    properties = version.placement_schema.get("properties")
+    if not isinstance(properties, dict):  # already reported as invalid-subschema
+        properties = {}
     for index, binding in enumerate(version.placement_bindings):
         b_base = (*base, "placement_bindings", index)
         if not _binding_shape_ok(properties.get(binding.field), binding.multiple):

@@ -138,6 +138,10 @@ class _Rules:
                     f"{allocation.project_id!r}, the instance to {self.request.project_id!r}",
                 )
         self.duplicates([a.id for a in self.request.allocations], ("allocations",), "id")
+        # Hostnames become inventory names and Slurm NodeNames: they must be unique too.
+        self.duplicates(
+            [a.hostname for a in self.request.allocations], ("allocations",), "hostname"
+        )
         self.duplicates([m.member_id for m in self.request.members], ("members",), "member_id")
 
     def placement(self) -> dict[UUID, str]:

@@ -44,11 +44,12 @@ class Distro:
     codename: str
     debian_version: str
     slurm_series: str
+    extra_packages: tuple[str, ...] = ()
 
 
 DISTROS = {
     "trixie": Distro("trixie", "13", "24.11"),
-    "bookworm": Distro("bookworm", "12", "22.05"),
+    "bookworm": Distro("bookworm", "12", "22.05", ("libpmix2",)),
 }
 DEFAULT_DISTRO = "trixie"
 
@@ -61,9 +62,13 @@ def distro(codename: str) -> Distro:
 
 
 def image_tag(codename: str) -> str:
-    recipe = "|".join((codename, MIRROR, *BASE_PACKAGES, "+", *PRELOADED_PACKAGES, "r3"))
+    recipe = "|".join((codename, MIRROR, *BASE_PACKAGES, "+", *_preloaded(codename), "r3"))
     digest = hashlib.sha256(recipe.encode()).hexdigest()[:10]
     return f"{IMAGE_REPOSITORY}:{codename}-{digest}"
+
+
+def _preloaded(codename: str) -> tuple[str, ...]:
+    return (*PRELOADED_PACKAGES, *distro(codename).extra_packages)
 
 
 def _run(argv: list[str], what: str) -> None:
@@ -73,7 +78,7 @@ def _run(argv: list[str], what: str) -> None:
         raise LabError(f"{what} failed ({result.returncode}):\n" + "\n".join(tail))
 
 
-def _prepare_rootfs(rootfs: Path) -> None:
+def _prepare_rootfs(rootfs: Path, codename: str) -> None:
     # systemd creates a fresh machine-id per container when the file is empty.
     (rootfs / "etc/machine-id").write_text("")
     (rootfs / "etc/hostname").write_text("localhost\n")
@@ -126,7 +131,7 @@ def build_image(codename: str, *, force: bool = False) -> str:
             ],
             f"debootstrap {codename}",
         )
-        _prepare_rootfs(rootfs)
+        _prepare_rootfs(rootfs, codename)
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
         imported = subprocess.run(
             [

@@ -37,6 +37,12 @@ class RuntimeBackend(StrEnum):
     KUBERNETES = "kubernetes"
 
 
+InventoryGroup = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]
+# What an operation's `touches` may name besides component keys.
+TOUCH_KEYWORDS = ("placement", "target")
+Touch = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=32)]
+
+
 class Component(StrictModel):
     """A logical role that members of an instance take (controller, worker, portal)."""
 
@@ -44,6 +50,9 @@ class Component(StrictModel):
     description: DisplayText
     min_count: Annotated[int, Field(ge=0)] = 0
     max_count: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = None
+    inventory_groups: list[InventoryGroup] = Field(
+        default_factory=list, description="Ansible groups a member of this component joins."
+    )
 
 
 class PlacementBinding(StrictModel):
@@ -74,6 +83,10 @@ class Operation(StrictModel):
     target: OperationTarget = OperationTarget.NONE
     target_component_key: ComponentKey | SkipJsonSchema[None] = None
     read_only: bool = False
+    touches: Annotated[list[Touch], Field(min_length=1)] = Field(
+        description="Hosts the operation runs on: component keys (their live members), "
+        "'placement' (every allocation the placement binds) or 'target'.",
+    )
     options_schema: JsonSchemaObject = Field(
         default_factory=lambda: {"type": "object", "additionalProperties": False}
     )

@@ -1,0 +1,1 @@
+"""App-specific knowledge the manifests cannot carry (config -> role variables, access bundle)."""

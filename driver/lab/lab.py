@@ -1,0 +1,192 @@
+"""`slurm-app-driver lab up|down|status`: a Slurm cluster deployed through the driver, locally.
+
+The lab plays the platform: it starts systemd containers as allocations, writes the
+allocations and a deploy request exactly as the platform would send them, and runs the driver.
+"""
+
+import json
+import re
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from driver.catalog import bundle_root
+from driver.lab.engine import LabError, log
+from driver.lab.hosts import LabHost, generate_ssh_key, lab_containers, remove_lab, start_hosts
+from driver.lab.images import build_image, distro
+
+LAB_NAMESPACE = uuid.UUID("8a7d6f3e-52c1-4b8e-9f0a-3d2c1b0a9e8f")
+LAB_USER = {"name": "labuser", "uid": 2000, "gid": 2000}
+LAB_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    name: str = "lab"
+    workers: int = 2
+    distro: str = "trixie"
+    placement: str = "separate"
+
+    def validate(self) -> None:
+        if not LAB_NAME.fullmatch(self.name):
+            raise LabError("lab name: 1-12 lower-case letters and digits, starting with a letter")
+        distro(self.distro)
+        if self.placement not in ("separate", "same_node"):
+            raise LabError("placement: separate or same_node")
+        if self.placement == "separate" and not 1 <= self.workers <= 16:
+            raise LabError("workers: 1 to 16 for separate placement")
+
+
+def lab_dir(name: str) -> Path:
+    return bundle_root() / ".lab" / name
+
+
+def _uuid(spec: LabSpec, what: str) -> str:
+    return str(uuid.uuid5(LAB_NAMESPACE, f"{spec.name}/{what}"))
+
+
+def host_names(spec: LabSpec) -> list[str]:
+    workers = (
+        []
+        if spec.placement == "same_node"
+        else [f"{spec.name}-w{index:02d}" for index in range(1, spec.workers + 1)]
+    )
+    return [f"{spec.name}-ctl", *workers]
+
+
+def _allocation(spec: LabSpec, host: LabHost) -> dict[str, Any]:
+    return {
+        "id": _uuid(spec, f"allocation/{host.name}"),
+        "project_id": "lab-project",
+        "hostname": host.name,
+        "address": host.address,
+        "ssh_user": "root",
+        "ssh_port": 22,
+        "gpus": 0,
+    }
+
+
+def deploy_request(spec: LabSpec, hosts: list[LabHost], key: Path) -> dict[str, Any]:
+    """The deploy request as the platform's app controller would send it."""
+    workers = hosts[1:]
+    allocations = [_allocation(spec, h) for h in hosts]
+    controller_id, worker_ids = allocations[0]["id"], [a["id"] for a in allocations[1:]]
+    members = [
+        {
+            "member_id": f"{spec.name}-controller",
+            "component_key": "controller",
+            "allocation_id": controller_id,
+            "status": "pending",
+        }
+    ]
+    if spec.placement == "same_node":
+        members.append(
+            {
+                "member_id": f"{spec.name}-worker-ctl",
+                "component_key": "worker",
+                "allocation_id": controller_id,
+                "status": "pending",
+            }
+        )
+    members += [
+        {
+            "member_id": f"{spec.name}-worker-{h.name}",
+            "component_key": "worker",
+            "allocation_id": a,
+            "status": "pending",
+        }
+        for h, a in zip(workers, worker_ids, strict=True)
+    ]
+    return {
+        "api_version": "v1",
+        "correlation_id": f"lab-{uuid.uuid4()}",
+        "org_id": "lab-org",
+        "project_id": "lab-project",
+        "instance": {
+            "id": _uuid(spec, "instance"),
+            "app_slug": "slurm-reference",
+            "version": "1.0",
+            "name": f"{spec.name}-slurm",
+            "config": {"cluster_name": spec.name, "users": [LAB_USER]},
+            "placement_intent": {
+                "controller_allocation_id": controller_id,
+                "worker_placement": spec.placement,
+                "worker_allocation_ids": worker_ids,
+                "access_credential_id": _uuid(spec, "credential"),
+            },
+        },
+        "members": members,
+        "operation": {"id": f"lab-deploy-{uuid.uuid4()}", "type": "deploy"},
+        "allocations": allocations,
+        "credentials": {"ssh_private_key_file": str(key)},
+    }
+
+
+def up(spec: LabSpec) -> Path:
+    """Start the hosts and write the request; returns the request file (the driver runs it)."""
+    spec.validate()
+    folder = lab_dir(spec.name)
+    key = generate_ssh_key(folder)
+    image = build_image(spec.distro)
+    log(f"starting {len(host_names(spec))} host(s) from {image}")
+    hosts = start_hosts(
+        spec.name, host_names(spec), image, key.with_suffix(".pub").read_text().strip()
+    )
+    request = folder / "deploy.json"
+    request.write_text(json.dumps(deploy_request(spec, hosts, key), indent=2) + "\n")
+    (folder / "allocations.json").write_text(
+        json.dumps([_allocation(spec, h) for h in hosts], indent=2) + "\n"
+    )
+    (folder / "spec.json").write_text(json.dumps(spec.__dict__) + "\n")
+    return request
+
+
+def controller_container(name: str) -> Any:
+    for container in lab_containers(name):
+        if container.labels.get("io.slurm-app.lab.host") == f"{name}-ctl":
+            return container
+    raise LabError(f"lab {name!r} has no controller; run `slurm-app-driver lab up` first")
+
+
+def test_job(name: str) -> str:
+    """A job as the lab user across every node, run on the controller like a user would."""
+    container = controller_container(name)
+    script = (
+        "set -e; cd /tmp; n=$(sinfo -h -N -o %N | sort -u | wc -l); "
+        f'runuser -u {LAB_USER["name"]} -- srun -N"$n" --ntasks-per-node=1 -l hostname | sort'
+    )
+    result = container.exec_run(["/bin/bash", "-c", script])
+    output: str = result.output.decode()
+    if result.exit_code != 0:
+        raise LabError(f"the test job failed: {output.strip()}")
+    return output
+
+
+def status(name: str | None) -> list[dict[str, str]]:
+    rows = []
+    for container in lab_containers(name):
+        rows.append(
+            {
+                "lab": container.labels.get("io.slurm-app.lab", ""),
+                "host": container.labels.get("io.slurm-app.lab.host", ""),
+                "container": container.name,
+                "state": container.status,
+            }
+        )
+    return sorted(rows, key=lambda r: (r["lab"], r["host"]))
+
+
+def sinfo(name: str) -> str:
+    result = controller_container(name).exec_run(["sinfo", "-N", "-l"])
+    output: str = result.output.decode()
+    return output
+
+
+def down(name: str) -> int:
+    removed = remove_lab(name)
+    folder = lab_dir(name)
+    if folder.exists():
+        shutil.rmtree(folder)
+    return removed

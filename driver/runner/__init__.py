@@ -1,0 +1,1 @@
+"""Running one operation: inventory, ansible-runner, events and the result."""

@@ -1,0 +1,134 @@
+"""The JSON-lines event stream and the final result the platform's app controller reads."""
+
+import json
+import sys
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, TextIO
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from driver.models.request import MemberStatus, OperationRequest
+
+
+class Context(BaseModel):
+    """Carried by every event so each line can be traced on its own (correlation first)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    correlation_id: str
+    org_id: str
+    project_id: str
+    app_slug: str
+    app_instance_id: str
+    operation_id: str
+    operation_type: str
+
+    @classmethod
+    def of(cls, request: OperationRequest) -> "Context":
+        return cls(
+            correlation_id=request.correlation_id,
+            org_id=request.org_id,
+            project_id=request.project_id,
+            app_slug=request.instance.app_slug,
+            app_instance_id=str(request.instance.id),
+            operation_id=request.operation.id,
+            operation_type=request.operation.type,
+        )
+
+
+class EventType(StrEnum):
+    OPERATION_STARTED = "operation.started"
+    PLAY_STARTED = "play.started"
+    TASK_STARTED = "task.started"
+    HOST_OK = "host.ok"
+    HOST_CHANGED = "host.changed"
+    HOST_FAILED = "host.failed"
+    HOST_UNREACHABLE = "host.unreachable"
+    OPERATION_SUCCEEDED = "operation.succeeded"
+    OPERATION_FAILED = "operation.failed"
+    OPERATION_RESULT = "operation.result"
+
+
+class Event(BaseModel):
+    ts: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
+    event: EventType
+    correlation_id: str
+    org_id: str
+    project_id: str
+    app_slug: str
+    app_instance_id: str
+    operation_id: str
+    operation_type: str
+    play: str | None = None
+    task: str | None = None
+    host: str | None = None
+    message: str | None = None
+    result: dict[str, Any] | None = None
+
+
+class ErrorInfo(BaseModel):
+    code: str
+    message: str
+    host: str | None = None
+
+
+class MemberResult(BaseModel):
+    member_id: str | None
+    component_key: str
+    allocation_id: str
+    status: MemberStatus
+
+
+class InstanceStatus(StrEnum):
+    RUNNING = "running"
+    DEGRADED = "degraded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    DELETED = "deleted"
+
+
+class Health(StrEnum):
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+class HostStats(BaseModel):
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+
+
+class Result(BaseModel):
+    status: str
+    error: ErrorInfo | None = None
+    members: list[MemberResult] = Field(default_factory=list)
+    instance: dict[str, str] = Field(default_factory=dict)
+    changed: int = 0
+    hosts: dict[str, HostStats] = Field(default_factory=dict)
+    duration_s: float = 0.0
+    adapter_detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class EventSink:
+    """Writes events as JSON lines; `text` mode leaves the terminal to the progress view."""
+
+    def __init__(
+        self, context: Context, stream: TextIO | None = None, *, emit: bool = True
+    ) -> None:
+        self.context = context
+        self.stream = stream or sys.stdout
+        self.emit = emit
+        self.events: list[Event] = []
+
+    def __call__(self, event: EventType, **fields: Any) -> Event:
+        record = Event(event=event, **self.context.model_dump(), **fields)
+        self.events.append(record)
+        if self.emit:
+            self.stream.write(json.dumps(record.model_dump(mode="json", exclude_none=True)) + "\n")
+            self.stream.flush()
+        return record

@@ -1,0 +1,108 @@
+"""Placement -> an in-memory Ansible inventory for one operation.
+
+Only the hosts the operation `touches` (manifest) enter the inventory: adding the 1,001st
+worker puts two hosts in it, never the whole cluster.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from driver.models.manifest import Version
+from driver.models.request import Allocation, MemberStatus, OperationRequest
+
+
+def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
+    """The instance as the roles see it: every default of the schema filled in."""
+    if not isinstance(value, dict) or schema.get("type") != "object":
+        return value
+    filled = dict(value)
+    for name, sub in (schema.get("properties") or {}).items():
+        if name not in filled and isinstance(sub, dict) and "default" in sub:
+            filled[name] = sub["default"]
+        if name in filled and isinstance(sub, dict):
+            filled[name] = apply_defaults(sub, filled[name])
+    return filled
+
+
+@dataclass
+class Inventory:
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    group_vars: dict[str, Any] = field(default_factory=dict)
+    # allocation id -> inventory host name, for mapping results back to members
+    allocation_hosts: dict[UUID, str] = field(default_factory=dict)
+
+    def add(self, allocation: Allocation, groups: list[str], key_file: str) -> None:
+        name = allocation.hostname
+        self.hosts.setdefault(
+            name,
+            {
+                "ansible_host": allocation.address,
+                "ansible_port": allocation.ssh_port,
+                "ansible_user": allocation.ssh_user,
+                "ansible_ssh_private_key_file": key_file,
+                "slurm_app_allocation_id": str(allocation.id),
+            },
+        )
+        self.allocation_hosts[allocation.id] = name
+        for group in groups:
+            members = self.groups.setdefault(group, [])
+            if name not in members:
+                members.append(name)
+
+    def as_runner_inventory(self) -> dict[str, Any]:
+        """The YAML-plugin shape (dicts), which ansible-runner passes through intact."""
+        return {
+            "all": {
+                "hosts": self.hosts,
+                "vars": self.group_vars,
+                "children": {
+                    g: {"hosts": {h: {} for h in hosts}} for g, hosts in self.groups.items()
+                },
+            }
+        }
+
+
+def _live_members(request: OperationRequest) -> list[Any]:
+    return [m for m in request.members if m.status is not MemberStatus.REMOVED]
+
+
+def build_inventory(
+    request: OperationRequest,
+    version: Version,
+    app_vars: Callable[[OperationRequest, Version, Inventory], None] | None = None,
+) -> Inventory:
+    spec = version.operation(request.operation.type)
+    if spec is None:
+        raise ValueError(f"operation {request.operation.type} is not in the manifest")
+    inventory = Inventory()
+    key_file = str(Path(request.credentials.ssh_private_key_file))
+    groups_of = {c.key: c.inventory_groups for c in version.components}
+
+    def touch(allocation_id: UUID, component: str) -> None:
+        allocation = request.allocation(allocation_id)
+        if allocation is None:  # validate-request guarantees every reference resolves
+            raise ValueError(f"allocation {allocation_id} missing")
+        inventory.add(allocation, groups_of.get(component, []), key_file)
+
+    # A host joins only the groups of the component it is touched as: adding a worker puts the
+    # controller in the controller's groups even where it also runs slurmd (same_node).
+    for touched in spec.touches:
+        if touched == "placement":
+            for binding in version.placement_bindings:
+                raw = request.instance.placement_intent.get(binding.field)
+                for value in (raw if binding.multiple else [raw]) if raw else []:
+                    touch(UUID(value), binding.component_key)
+        elif touched == "target":
+            if request.operation.target is not None and spec.target_component_key:
+                touch(request.operation.target.allocation_id, spec.target_component_key)
+        else:
+            for member in _live_members(request):
+                if member.component_key == touched:
+                    touch(member.allocation_id, touched)
+    if app_vars is not None:
+        app_vars(request, version, inventory)
+    return inventory

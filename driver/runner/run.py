@@ -1,0 +1,294 @@
+"""`slurm-app-driver run`: one validated request -> one playbook run -> events and a result."""
+
+import fcntl
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+import yaml
+
+from driver.apps import slurm_reference
+from driver.catalog import bundle_root
+from driver.models.manifest import Version
+from driver.models.request import MemberStatus, OperationRequest
+from driver.runner.events import (
+    ErrorInfo,
+    EventSink,
+    EventType,
+    Health,
+    HostStats,
+    InstanceStatus,
+    MemberResult,
+    Result,
+)
+from driver.runner.inventory import Inventory, build_inventory
+
+AppVars = Callable[[OperationRequest, Version, Inventory], None]
+APP_INVENTORY_VARS: dict[str, AppVars] = {"slurm-reference": slurm_reference.inventory_vars}
+
+# The member status an operation leaves behind when it succeeds (None: unchanged).
+STATUS_AFTER: dict[str, MemberStatus | None] = {
+    "deploy": MemberStatus.READY,
+    "add_worker": MemberStatus.READY,
+    "resume_worker": MemberStatus.READY,
+    "start": MemberStatus.READY,
+    "restart": MemberStatus.READY,
+    "drain_worker": MemberStatus.DRAINED,
+    "remove_worker": MemberStatus.REMOVED,
+    "stop": MemberStatus.STOPPED,
+    "decommission": MemberStatus.REMOVED,
+    "status": None,
+}
+INSTANCE_AFTER: dict[str, tuple[InstanceStatus, Health]] = {
+    "stop": (InstanceStatus.STOPPED, Health.UNKNOWN),
+    "decommission": (InstanceStatus.DELETED, Health.UNKNOWN),
+}
+
+
+class InstanceBusy(Exception):
+    """Another operation holds this instance's lock."""
+
+
+def state_dir() -> Path:
+    override = os.environ.get("SLURM_APP_STATE_DIR")
+    if override:
+        return Path(override)
+    if os.geteuid() == 0:
+        return Path("/var/lib/slurm-app-driver")
+    return Path.home() / ".local" / "state" / "slurm-app-driver"
+
+
+@contextmanager
+def instance_lock(instance_id: str) -> Iterator[Path]:
+    """A non-blocking per-instance lock: a second concurrent operation fails at once."""
+    folder = state_dir() / "locks"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / f"{instance_id}.lock"
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InstanceBusy(f"instance {instance_id} is busy: {path} is locked") from None
+        try:
+            yield path
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def count_plays(playbook: Path) -> int:
+    plays = yaml.safe_load(playbook.read_text()) or []
+    return len(plays) if isinstance(plays, list) else 1
+
+
+class _Collector:
+    """Turns ansible-runner events into ours; keeps nothing of task results but names and msg."""
+
+    def __init__(
+        self, sink: EventSink, on_progress: Callable[[str, dict[str, Any]], None] | None
+    ) -> None:
+        self.sink = sink
+        self.on_progress = on_progress
+        self.play = ""
+        self.task = ""
+        self.first_error: ErrorInfo | None = None
+        self.artifact_data: dict[str, Any] = {}
+
+    def _failure_message(self, data: dict[str, Any]) -> str:
+        result = data.get("res") or {}
+        if result.get("censored"):
+            return f"{self.task}: output hidden (no_log)"
+        message = str(result.get("msg") or "failed")
+        stderr = [line for line in str(result.get("stderr") or "").splitlines() if line][-3:]
+        return f"{self.task}: {message}" + (f" ({' | '.join(stderr)})" if stderr else "")
+
+    def __call__(self, raw: dict[str, Any]) -> bool:
+        kind = raw.get("event", "")
+        data = raw.get("event_data") or {}
+        host = data.get("host")
+        if kind == "playbook_on_play_start":
+            self.play = data.get("play", "")
+            self.sink(EventType.PLAY_STARTED, play=self.play)
+        elif kind == "playbook_on_task_start":
+            self.task = data.get("task", "")
+            self.sink(EventType.TASK_STARTED, play=self.play, task=self.task)
+        elif kind == "runner_on_ok":
+            changed = bool((data.get("res") or {}).get("changed"))
+            self.sink(
+                EventType.HOST_CHANGED if changed else EventType.HOST_OK,
+                play=self.play,
+                task=self.task,
+                host=host,
+            )
+        elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+            message = self._failure_message(data)
+            self.sink(
+                EventType.HOST_FAILED, play=self.play, task=self.task, host=host, message=message
+            )
+            self.first_error = self.first_error or ErrorInfo(
+                code="host_failed", message=message, host=host
+            )
+        elif kind == "runner_on_unreachable":
+            message = f"{self.task}: {(data.get('res') or {}).get('msg', 'unreachable')}"
+            self.sink(
+                EventType.HOST_UNREACHABLE,
+                play=self.play,
+                task=self.task,
+                host=host,
+                message=message,
+            )
+            self.first_error = self.first_error or ErrorInfo(
+                code="host_unreachable", message=message, host=host
+            )
+        elif kind == "playbook_on_stats":
+            self.artifact_data = data.get("artifact_data") or {}
+        if self.on_progress is not None:
+            self.on_progress(kind, data)
+        # Returning False keeps the event out of the on-disk artifacts altogether.
+        return False
+
+
+def _host_stats(stats: dict[str, Any] | None) -> dict[str, HostStats]:
+    hosts: dict[str, HostStats] = {}
+    keys = {
+        "ok": "ok",
+        "changed": "changed",
+        "failures": "failed",
+        "dark": "unreachable",
+        "skipped": "skipped",
+    }
+    for source, target in keys.items():
+        for host, count in ((stats or {}).get(source) or {}).items():
+            setattr(hosts.setdefault(host, HostStats()), target, count)
+    return hosts
+
+
+def run_playbook(
+    request: OperationRequest,
+    version: Version,
+    sink: EventSink,
+    on_progress: Callable[[str, dict[str, Any]], None] | None = None,
+) -> Result:
+    spec = version.operation(request.operation.type)
+    assert spec is not None
+    root = bundle_root()
+    playbook = root / spec.playbook
+    if not playbook.is_file():
+        return Result(
+            status="failed",
+            error=ErrorInfo(
+                code="playbook_missing", message=f"{spec.playbook} is not in the bundle"
+            ),
+        )
+    inventory = build_inventory(request, version, APP_INVENTORY_VARS.get(request.instance.app_slug))
+    collector = _Collector(sink, on_progress)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="slurm-app-run-") as private_dir:
+        Path(private_dir).chmod(0o700)
+        runner = ansible_runner.run(
+            private_data_dir=private_dir,
+            project_dir=str(root),
+            playbook=str(playbook),
+            inventory=inventory.as_runner_inventory(),
+            envvars={
+                "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
+                "ANSIBLE_ROLES_PATH": str(root / "roles"),
+                "ANSIBLE_NOCOLOR": "1",
+                "ANSIBLE_RETRY_FILES_ENABLED": "0",
+            },
+            event_handler=collector,
+            quiet=True,
+            settings={"suppress_ansible_output": True},
+        )
+        stats = runner.stats
+    hosts = _host_stats(stats)
+    failed = any(h.failed or h.unreachable for h in hosts.values()) or runner.status != "successful"
+    result = Result(
+        status="failed" if failed else "succeeded",
+        error=collector.first_error if failed else None,
+        changed=sum(h.changed for h in hosts.values()),
+        hosts=hosts,
+        duration_s=round(time.monotonic() - started, 1),
+    )
+    if failed and result.error is None:
+        result.error = ErrorInfo(
+            code="runner_failed", message=f"ansible-runner ended {runner.status} (rc {runner.rc})"
+        )
+    _members(request, inventory, result, failed)
+    result.adapter_detail = _adapter_detail(request, inventory, collector.artifact_data)
+    return result
+
+
+def _members(request: OperationRequest, inventory: Inventory, result: Result, failed: bool) -> None:
+    after = STATUS_AFTER.get(request.operation.type)
+    touched = inventory.allocation_hosts
+    bad_hosts = {h for h, s in result.hosts.items() if s.failed or s.unreachable}
+    for member in request.members:
+        status = member.status
+        host = touched.get(member.allocation_id)
+        if host is not None:
+            if failed and host in bad_hosts:
+                status = MemberStatus.FAILED
+            elif not failed and after is not None:
+                status = after
+        result.members.append(
+            MemberResult(
+                member_id=member.member_id,
+                component_key=member.component_key,
+                allocation_id=str(member.allocation_id),
+                status=status,
+            )
+        )
+    if failed:
+        status, health = InstanceStatus.FAILED, Health.FAILED
+    else:
+        status, health = INSTANCE_AFTER.get(
+            request.operation.type, (InstanceStatus.RUNNING, Health.HEALTHY)
+        )
+    result.instance = {
+        "id": str(request.instance.id),
+        "status": status.value,
+        "health": health.value,
+    }
+
+
+def _adapter_detail(
+    request: OperationRequest, inventory: Inventory, artifact_data: dict[str, Any]
+) -> dict[str, Any]:
+    controller = artifact_data.get("slurm_app_controller") or {}
+    detail: dict[str, Any] = {
+        "app_version_label": request.instance.version,
+        "hosts_touched": sorted(inventory.hosts),
+    }
+    if controller:
+        nodes = [
+            {"name": row[0], "state": row[1], "cpus": row[2], "gres": row[3], "partitions": row[4]}
+            for row in controller.get("nodes", [])
+            if len(row) >= 5
+        ]
+        detail.update(
+            {
+                "cluster_name": controller.get("cluster_name"),
+                "daemon_versions": {
+                    **controller.get("versions", {}),
+                    "slurmd": artifact_data.get("slurm_app_slurmd_versions", {}),
+                },
+                "nodes": nodes,
+                "accounting": controller.get("accounting"),
+                "profile": controller.get("profile"),
+                "readiness": controller.get("smoke_test"),
+            }
+        )
+    if request.instance.app_slug == "slurm-reference":
+        users = request.instance.config.get("users") or []
+        detail["access_bundle"] = slurm_reference.access_bundle(
+            request,
+            inventory,
+            detail.get("cluster_name") or "",
+            users[0]["name"] if users else None,
+        )
+    return detail
