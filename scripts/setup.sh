@@ -11,6 +11,11 @@ need_apt=()
 command -v "$PYTHON" >/dev/null 2>&1 || need_apt+=(python3)
 "$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
+# The container lab, Molecule and the end-to-end tests: docker engine, debootstrap for the
+# base images, ssh for Ansible.
+command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+command -v ssh >/dev/null 2>&1 || need_apt+=(openssh-client)
 if [ ${#need_apt[@]} -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null

@@ -11,7 +11,7 @@ ruff format --check .
 echo "== yamllint"
 yamllint --strict .
 echo "== ansible-lint (production profile)"
-ansible-lint --nocolor -q roles playbooks
+ansible-lint --nocolor -q roles playbooks molecule inventories
 echo "== manifests"
 slurm-app-driver lint manifests/
 echo "== pytest"

@@ -15,3 +15,14 @@ def example(name: str) -> dict:
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    """The engine the lab needs; started when installed (scripts/setup.sh installs it)."""
+    from driver.lab.engine import LabError, docker_client
+
+    try:
+        return docker_client()
+    except LabError as exc:
+        pytest.fail(f"containers tests need the docker engine: {exc}")

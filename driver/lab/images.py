@@ -153,3 +153,9 @@ def build_image(codename: str, *, force: bool = False) -> str:
         if imported.returncode != 0 or tar.returncode != 0:
             raise LabError(f"docker import failed: {imported.stderr.strip()}")
     return tag
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(build_image(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_DISTRO))

@@ -97,6 +97,8 @@ class _Collector:
         self.task = ""
         self.first_error: ErrorInfo | None = None
         self.artifact_data: dict[str, Any] = {}
+        # From the stats event itself: runner.stats reads the on-disk events we never write.
+        self.stats: dict[str, Any] = {}
 
     def _failure_message(self, data: dict[str, Any]) -> str:
         result = data.get("res") or {}
@@ -146,6 +148,7 @@ class _Collector:
             )
         elif kind == "playbook_on_stats":
             self.artifact_data = data.get("artifact_data") or {}
+            self.stats = data
         if self.on_progress is not None:
             self.on_progress(kind, data)
         # Returning False keeps the event out of the on-disk artifacts altogether.
@@ -204,8 +207,7 @@ def run_playbook(
             quiet=True,
             settings={"suppress_ansible_output": True},
         )
-        stats = runner.stats
-    hosts = _host_stats(stats)
+    hosts = _host_stats(collector.stats)
     failed = any(h.failed or h.unreachable for h in hosts.values()) or runner.status != "successful"
     result = Result(
         status="failed" if failed else "succeeded",

@@ -1,0 +1,133 @@
+"""The app controller's view: deploy a 2-worker lab cluster through the driver CLI."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from driver.lab import lab
+from driver.lab.engine import docker_client
+
+pytestmark = pytest.mark.containers
+
+CONTEXT_FIELDS = (
+    "correlation_id",
+    "org_id",
+    "project_id",
+    "app_slug",
+    "app_instance_id",
+    "operation_id",
+)
+SPEC = lab.LabSpec(name="e2e", workers=2, distro="trixie", placement="separate")
+
+
+def driver(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "driver.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=1200,
+    )
+
+
+def events(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def deployed(docker_engine, tmp_path_factory):
+    state = tmp_path_factory.mktemp("driver-state")
+    env = {**os.environ, "SLURM_APP_STATE_DIR": str(state)}
+    lab.down(SPEC.name)
+    request = lab.up(SPEC)
+    before = set(Path("/tmp").glob("slurm-app-run-*"))
+    first = driver("run", str(request), env=env)
+    second = driver("run", str(request), env=env)
+    yield {
+        "request": request,
+        "first": first,
+        "second": second,
+        "state": state,
+        "env": env,
+        "tmp_before": before,
+    }
+    lab.down(SPEC.name)
+
+
+def test_deploy_succeeds_with_a_complete_result(deployed):
+    first = deployed["first"]
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    stream = events(first.stdout)
+    request = json.loads(deployed["request"].read_text())
+    for event in stream:
+        for field in CONTEXT_FIELDS:
+            assert event[field], (field, event)
+        assert event["correlation_id"] == request["correlation_id"]
+        assert event["app_instance_id"] == request["instance"]["id"]
+    assert stream[0]["event"] == "operation.started"
+    assert stream[-2]["event"] == "operation.succeeded"
+    result = stream[-1]["result"]
+    assert stream[-1]["event"] == "operation.result"
+    assert result["status"] == "succeeded" and result["error"] is None
+    assert result["instance"]["status"] == "running"
+    assert result["instance"]["health"] == "healthy"
+    assert {m["status"] for m in result["members"]} == {"ready"}
+    assert len(result["members"]) == 3
+    detail = result["adapter_detail"]
+    assert detail["cluster_name"] == "e2e"
+    assert detail["daemon_versions"]["slurmctld"].startswith("24.11.")
+    assert set(detail["daemon_versions"]["slurmd"]) == {"e2e-w01", "e2e-w02"}
+    assert [(n["name"], n["state"]) for n in detail["nodes"]] == [
+        ("e2e-w01", "idle"),
+        ("e2e-w02", "idle"),
+    ]
+    readiness = detail["readiness"]
+    assert readiness["nodes"] == "2"
+    assert f"{readiness['job_id']}.0|COMPLETED|2|e2e-w[01-02]" in readiness["accounting_record"]
+    bundle = detail["access_bundle"]
+    assert bundle["config_paths"]["slurm_conf"] == "/etc/slurm/slurm.conf"
+    assert "sinfo" in bundle["commands"]["nodes"]
+
+
+def test_second_identical_run_changes_nothing(deployed):
+    second = deployed["second"]
+    assert second.returncode == 0, second.stdout[-3000:]
+    result = events(second.stdout)[-1]["result"]
+    assert result["status"] == "succeeded"
+    assert result["changed"] == 0, result["hosts"]
+
+
+def test_a_job_runs_across_both_workers(deployed):
+    output = lab.test_job(SPEC.name)
+    assert sorted(line.split(": ", 1)[1] for line in output.splitlines()) == ["e2e-w01", "e2e-w02"]
+
+
+def test_no_secret_in_output_events_or_disk(deployed):
+    controller = lab.controller_container(SPEC.name)
+    munge_key = controller.exec_run(["cat", "/etc/munge/munge.key"]).output
+    assert len(munge_key) >= 32
+    ssh_key = (lab.lab_dir(SPEC.name) / "id_ed25519").read_bytes()
+    ssh_body = b"".join(ssh_key.splitlines()[1:-1])
+    secrets = [munge_key, munge_key[100:160], ssh_body, ssh_body[20:80]]
+    outputs = [
+        deployed[run].stdout.encode() + deployed[run].stderr.encode() for run in ("first", "second")
+    ]
+    left_on_disk = [p for p in deployed["state"].rglob("*") if p.is_file()]
+    left_on_disk += list(deployed["request"].parent.glob("*.json"))
+    assert set(Path("/tmp").glob("slurm-app-run-*")) == deployed["tmp_before"], "run dir left"
+    for secret in secrets:
+        for blob in outputs:
+            assert secret not in blob
+        for path in left_on_disk:
+            assert secret not in path.read_bytes(), path
+
+
+def test_lab_hosts_are_labelled(deployed):
+    names = {c.labels["io.slurm-app.lab.host"] for c in lab.lab_containers(SPEC.name)}
+    assert names == {"e2e-ctl", "e2e-w01", "e2e-w02"}
+    assert docker_client().networks.list(names=["slurm-app-lab-e2e"])
