@@ -1,5 +1,6 @@
 """The docker engine the lab and Molecule run on: installed and started when missing."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -30,9 +31,24 @@ def _ping() -> Any | None:
         return None
 
 
+def _install_engine() -> None:
+    """Debian's docker.io, as scripts/setup.sh would install it (root only)."""
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise LabError("the docker engine is not installed: run ./scripts/setup.sh as root")
+    log("installing Debian's docker.io")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "docker.io", "debootstrap"],
+    ):
+        result = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+        if result.returncode != 0:
+            raise LabError(f"{' '.join(argv)} failed: {result.stderr.strip()[-500:]}")
+
+
 def _start_dockerd() -> None:
     if shutil.which("dockerd") is None:
-        raise LabError("the docker engine is not installed: run ./scripts/setup.sh as root")
+        _install_engine()
     if shutil.which("systemctl") and Path("/run/systemd/system").is_dir():
         subprocess.run(["systemctl", "start", "docker"], check=False, capture_output=True)
         return
