@@ -30,6 +30,13 @@ PY
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-.venv/bin/python -m pip install -q -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
+pip_install() {
+  if ! .venv/bin/python -m pip install -q "$@" > .venv/pip-install.log 2>&1; then
+    grep -v '^WARNING: Location' .venv/pip-install.log | tail -30
+    echo "pip install $* failed (log: .venv/pip-install.log)" >&2
+    exit 1
+  fi
+}
+pip_install --upgrade pip
+pip_install -e '.[dev]'
 .venv/bin/slurm-app-driver --version
