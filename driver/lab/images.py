@@ -49,7 +49,7 @@ class Distro:
 
 DISTROS = {
     "trixie": Distro("trixie", "13", "24.11"),
-    "bookworm": Distro("bookworm", "12", "22.05", ("libpmix2",)),
+    "bookworm": Distro("bookworm", "12", "22.05", ("libpmix-dev",)),
 }
 DEFAULT_DISTRO = "trixie"
 
