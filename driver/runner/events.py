@@ -50,16 +50,9 @@ class EventType(StrEnum):
     OPERATION_RESULT = "operation.result"
 
 
-class Event(BaseModel):
+class Event(Context):
     ts: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
     event: EventType
-    correlation_id: str
-    org_id: str
-    project_id: str
-    app_slug: str
-    app_instance_id: str
-    operation_id: str
-    operation_type: str
     play: str | None = None
     task: str | None = None
     host: str | None = None
