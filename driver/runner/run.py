@@ -258,6 +258,34 @@ def _members(request: OperationRequest, inventory: Inventory, result: Result, fa
     }
 
 
+def _nodes(rows: list[list[str]]) -> list[dict[str, Any]]:
+    """sinfo -N prints a node once per partition: one entry per node, partitions gathered."""
+    nodes: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if len(row) < 5:
+            continue
+        name, state, cpus, gres, partition = row[:5]
+        node = nodes.setdefault(
+            name,
+            {
+                "name": name,
+                "state": state,
+                "cpus": int(cpus) if cpus.isdigit() else None,
+                "gres": None if gres == "(null)" else gres,
+                "partitions": [],
+            },
+        )
+        node["partitions"].append(partition.rstrip("*"))
+    return list(nodes.values())
+
+
+def _readiness(smoke: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not smoke:
+        return None
+    nodes = str(smoke.get("nodes", ""))
+    return {**smoke, "nodes": int(nodes) if nodes.isdigit() else None}
+
+
 def _adapter_detail(
     request: OperationRequest, inventory: Inventory, artifact_data: dict[str, Any]
 ) -> dict[str, Any]:
@@ -267,11 +295,7 @@ def _adapter_detail(
         "hosts_touched": sorted(inventory.hosts),
     }
     if controller:
-        nodes = [
-            {"name": row[0], "state": row[1], "cpus": row[2], "gres": row[3], "partitions": row[4]}
-            for row in controller.get("nodes", [])
-            if len(row) >= 5
-        ]
+        nodes = _nodes(controller.get("nodes", []))
         detail.update(
             {
                 "cluster_name": controller.get("cluster_name"),
@@ -282,7 +306,7 @@ def _adapter_detail(
                 "nodes": nodes,
                 "accounting": controller.get("accounting"),
                 "profile": controller.get("profile"),
-                "readiness": controller.get("smoke_test"),
+                "readiness": _readiness(controller.get("smoke_test")),
             }
         )
     if request.instance.app_slug == "slurm-reference":

@@ -82,12 +82,13 @@ def test_deploy_succeeds_with_a_complete_result(deployed):
     assert detail["cluster_name"] == "e2e"
     assert detail["daemon_versions"]["slurmctld"].startswith("24.11.")
     assert set(detail["daemon_versions"]["slurmd"]) == {"e2e-w01", "e2e-w02"}
-    assert [(n["name"], n["state"]) for n in detail["nodes"]] == [
-        ("e2e-w01", "idle"),
-        ("e2e-w02", "idle"),
+    assert [(n["name"], n["state"], n["gres"]) for n in detail["nodes"]] == [
+        ("e2e-w01", "idle", None),
+        ("e2e-w02", "idle", None),
     ]
+    assert all(n["cpus"] >= 1 and n["partitions"] == ["batch"] for n in detail["nodes"])
     readiness = detail["readiness"]
-    assert readiness["nodes"] == "2"
+    assert readiness["nodes"] == 2
     assert f"{readiness['job_id']}.0|COMPLETED|2|e2e-w[01-02]" in readiness["accounting_record"]
     bundle = detail["access_bundle"]
     assert bundle["config_paths"]["slurm_conf"] == "/etc/slurm/slurm.conf"
