@@ -17,15 +17,32 @@ class CatalogError(Exception):
 
 
 def bundle_root() -> Path:
-    """The bundle ships next to the package; SLURM_APP_BUNDLE points elsewhere for tests."""
+    """Manifests, playbooks, roles and ansible.cfg: inside the installed package (a wheel
+    carries them as driver/bundle), else the source tree the package sits in (pip install -e).
+    SLURM_APP_BUNDLE points elsewhere for tests."""
     override = os.environ.get("SLURM_APP_BUNDLE")
-    root = Path(override) if override else Path(__file__).resolve().parent.parent
+    if override:
+        root = Path(override)
+    else:
+        package = Path(__file__).resolve().parent
+        installed = package / "bundle"
+        root = installed if (installed / "manifests").is_dir() else package.parent
     if not (root / "manifests").is_dir():
         raise CatalogError(
-            f"no manifests/ folder under {root}: install the bundle from its source tree "
-            "(pip install -e .) or set SLURM_APP_BUNDLE"
+            f"no manifests/ folder under {root}: install the bundle with pip (pip install .) "
+            "or from its source tree (pip install -e .), or set SLURM_APP_BUNDLE"
         )
     return root
+
+
+def state_dir() -> Path:
+    """Where the driver keeps instance locks and lab files: never inside its installation."""
+    override = os.environ.get("SLURM_APP_STATE_DIR")
+    if override:
+        return Path(override)
+    if os.geteuid() == 0:
+        return Path("/var/lib/slurm-app-driver")
+    return Path.home() / ".local" / "state" / "slurm-app-driver"
 
 
 def manifest_file(folder: Path) -> Path | None:

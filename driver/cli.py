@@ -1,6 +1,7 @@
 """The `slurm-app-driver` command line."""
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -9,14 +10,14 @@ from pathlib import Path
 
 import yaml
 from rich.console import Console
+from rich.markup import escape
 
 from driver import __version__
 from driver.catalog import CatalogError, bundle_root
 from driver.documents import DocumentError, load_json, load_path
 from driver.findings import Finding, Severity, render_human, render_json
-from driver.lab import lab
-from driver.lab.engine import LabError
-from driver.lab.images import DEFAULT_DISTRO, DISTROS
+from driver.lab.distros import DEFAULT_DISTRO, DISTROS
+from driver.lab.errors import LabError
 from driver.lint import UsageError, lint_paths, resolve_manifests
 from driver.models.request import OperationRequest
 from driver.request_check import RequestCheck, check_request
@@ -29,6 +30,7 @@ from driver.runner.run import (
     count_plays,
     instance_lock,
     run_playbook,
+    untouched,
 )
 from driver.schema_check import shipped_schema
 from driver.schemagen import SHIPPED, render
@@ -54,7 +56,7 @@ def _usage(message: str, fmt: str) -> int:
     if fmt == "json":
         print(render_json([Finding(code="usage", path="$", message=message)], valid=False))
     else:
-        Console(file=sys.stderr).print(f"[red]error:[/red] {message}", highlight=False)
+        Console(file=sys.stderr).print(f"[red]error:[/red] {escape(message)}", highlight=False)
     return Exit.INVALID
 
 
@@ -129,45 +131,65 @@ def cmd_run(args: argparse.Namespace) -> int:
     loaded = _load_request(args, files=True)
     if isinstance(loaded, int):
         return loaded
+    return execute(loaded, args.format, args.result_file, args.events_file)
+
+
+def execute(
+    loaded: RequestCheck, fmt: str, result_file: str | None, events_file: str | None
+) -> int:
+    """Runs a validated request; every path ends with a result event and a documented code."""
     request, version = loaded.request, loaded.version
     assert request is not None and version is not None
-    text = args.format == "text"
-    sink = EventSink(Context.of(request), emit=not text)
+    text = fmt == "text"
     console = Console(file=sys.stdout)
-    try:
-        with instance_lock(str(request.instance.id)):
-            sink(EventType.OPERATION_STARTED)
-            if text:
-                spec = version.operation(request.operation.type)
-                assert spec is not None
-                plays = count_plays(bundle_root() / spec.playbook)
-                hosts = len(
-                    build_inventory(
-                        request, version, APP_INVENTORY_VARS.get(request.instance.app_slug)
-                    ).hosts
-                )
-                with TextProgress(console, plays, hosts) as progress:
-                    result = run_playbook(request, version, sink, progress)
-            else:
-                result = run_playbook(request, version, sink)
-    except InstanceBusy as exc:
-        result = Result(status="failed", error=ErrorInfo(code="instance_busy", message=str(exc)))
-        sink(EventType.OPERATION_FAILED, message=str(exc))
+    with contextlib.ExitStack() as stack:
+        log = stack.enter_context(Path(events_file).open("w")) if events_file else None
+        sink = EventSink(Context.of(request), emit=not text, copy_to=log)
+        code = Exit.OK
+        try:
+            with instance_lock(str(request.instance.id)):
+                sink(EventType.OPERATION_STARTED)
+                if text:
+                    with TextProgress(console, *_progress_size(loaded)) as progress:
+                        result = run_playbook(request, version, sink, progress)
+                else:
+                    result = run_playbook(request, version, sink)
+        except InstanceBusy as exc:
+            result = untouched(request, ErrorInfo(code="instance_busy", message=str(exc)))
+            code = Exit.BUSY
+        except Exception as exc:  # the platform must always get a result
+            result = Result(
+                status="failed",
+                error=ErrorInfo(
+                    code="internal_error", message=f"{type(exc).__name__}: {exc}".strip()
+                ),
+            )
+            code = Exit.FAILED
+        succeeded = result.status == "succeeded"
+        if not succeeded and code == Exit.OK:
+            code = Exit.FAILED
+        sink(
+            EventType.OPERATION_SUCCEEDED if succeeded else EventType.OPERATION_FAILED,
+            message=None if succeeded else (result.error.message if result.error else None),
+        )
         sink(EventType.OPERATION_RESULT, result=result.model_dump(mode="json"))
-        if text:
-            console.print(f"[red]busy:[/red] {exc}", highlight=False)
-        return Exit.BUSY
-    succeeded = result.status == "succeeded"
-    sink(
-        EventType.OPERATION_SUCCEEDED if succeeded else EventType.OPERATION_FAILED,
-        message=None if succeeded else (result.error.message if result.error else None),
-    )
-    sink(EventType.OPERATION_RESULT, result=result.model_dump(mode="json"))
-    if args.result_file:
-        Path(args.result_file).write_text(result.model_dump_json(indent=2) + "\n")
+    if result_file:
+        Path(result_file).write_text(result.model_dump_json(indent=2) + "\n")
     if text:
         render_result(console, request, result)
-    return Exit.OK if succeeded else Exit.FAILED
+    return code
+
+
+def _progress_size(loaded: RequestCheck) -> tuple[int, int]:
+    """Plays and hosts, for the text progress bar."""
+    request, version = loaded.request, loaded.version
+    assert request is not None and version is not None
+    spec = version.operation(request.operation.type)
+    assert spec is not None
+    playbook = bundle_root() / spec.playbook
+    plays = count_plays(playbook) if playbook.is_file() else 0
+    inventory = build_inventory(request, version, APP_INVENTORY_VARS.get(request.instance.app_slug))
+    return plays, len(inventory.hosts)
 
 
 def render_result(console: Console, request: OperationRequest, result: Result) -> None:
@@ -180,7 +202,8 @@ def render_result(console: Console, request: OperationRequest, result: Result) -
     )
     if result.error:
         console.print(
-            f"[red]error {result.error.code}[/red] on {result.error.host}: {result.error.message}",
+            f"[red]error {result.error.code}[/red] on {result.error.host}: "
+            f"{escape(result.error.message)}",
             highlight=False,
         )
     bundle = result.adapter_detail.get("access_bundle")
@@ -198,7 +221,18 @@ def render_result(console: Console, request: OperationRequest, result: Result) -
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
+    try:
+        from driver.lab import lab
+    except ModuleNotFoundError as exc:
+        if exc.name != "docker":
+            raise
+        return _usage(
+            "the lab needs the docker SDK: pip install 'slurm-app-bundle[lab]' "
+            "(scripts/setup.sh installs it)",
+            "human",
+        )
     console = Console(file=sys.stdout)
+    failed = Console(file=sys.stderr)
     try:
         if args.lab_command == "down":
             removed = lab.down(args.name)
@@ -214,30 +248,42 @@ def cmd_lab(args: argparse.Namespace) -> int:
             if not rows:
                 console.print("no lab hosts", highlight=False)
             elif args.name and any(r["host"].endswith("-ctl") for r in rows):
-                console.print(lab.sinfo(args.name), highlight=False, end="")
+                console.print(lab.sinfo(args.name), highlight=False, markup=False, end="")
             return Exit.OK
         spec = lab.LabSpec(
             name=args.name, workers=args.workers, distro=args.distro, placement=args.placement
         )
         request = lab.up(spec)
     except LabError as exc:
-        Console(file=sys.stderr).print(f"[red]lab:[/red] {exc}", highlight=False)
+        failed.print(f"[red]lab:[/red] {escape(str(exc))}", highlight=False)
         return Exit.FAILED
     result_file = request.with_name("deploy-result.json")
-    console.print(f"deploy request: {request}", highlight=False)
-    code = main(["run", str(request), "--format", args.format, "--result-file", str(result_file)])
+    events_file = request.with_name("deploy-events.jsonl")
+    console.print(f"deploy request: {request}", highlight=False, markup=False, soft_wrap=True)
+    loaded = _load_request(argparse.Namespace(request=str(request), format="human"), files=True)
+    if isinstance(loaded, int):
+        return loaded
+    code = execute(loaded, args.format, str(result_file), str(events_file))
     if code != Exit.OK:
+        failed.print(
+            f"[red]lab up failed:[/red] the deploy did not succeed; no cluster to use.\n"
+            f"result: {result_file}\nfull event log: {events_file}\n"
+            f"remove the hosts with `slurm-app-driver lab down --name {args.name}`",
+            highlight=False,
+            soft_wrap=True,
+        )
         return code
     try:
         console.print(f"test job across every node, as {lab.LAB_USER['name']}:", highlight=False)
-        console.print(lab.test_job(args.name), highlight=False, end="")
+        console.print(lab.test_job(args.name), highlight=False, markup=False, end="")
     except LabError as exc:
-        Console(file=sys.stderr).print(f"[red]lab:[/red] {exc}", highlight=False)
+        failed.print(f"[red]lab:[/red] {escape(str(exc))}", highlight=False)
         return Exit.FAILED
     console.print(
         f"result: {result_file}; remove the lab with "
         f"`slurm-app-driver lab down --name {args.name}`",
         highlight=False,
+        soft_wrap=True,
     )
     return Exit.OK
 
@@ -287,6 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="json: JSON-lines events, last line the result; text: progress for people",
     )
     run.add_argument("--result-file", help="also write the result JSON here")
+    run.add_argument(
+        "--events-file", help="also write the JSON-lines events here (useful with --format text)"
+    )
     run.set_defaults(func=cmd_run)
 
     inventory = sub.add_parser("inventory", help="print the inventory a request would run on")

@@ -11,6 +11,7 @@ import stat
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -48,16 +49,17 @@ class RequestCheck:
         return not self.findings and self.request is not None
 
 
+@lru_cache(maxsize=1024)
+def _names_a_secret(key: str) -> bool:
+    """Cached: a 10,000-worker request repeats the same few keys 130,000 times."""
+    return bool(_SECRET_KEY.search(key)) and not key.endswith(_REFERENCE_SUFFIXES)
+
+
 def _inline_secrets(data: Any, path: LinePath = ()) -> Iterator[tuple[LinePath, str]]:
     if isinstance(data, dict):
         for key, value in data.items():
             key_path = (*path, key)
-            if (
-                isinstance(key, str)
-                and _SECRET_KEY.search(key)
-                and not key.endswith(_REFERENCE_SUFFIXES)
-                and value not in (None, "", {}, [])
-            ):
+            if isinstance(key, str) and _names_a_secret(key) and value not in (None, "", {}, []):
                 yield key_path, f"{key!r} looks like an inline secret"
             else:
                 yield from _inline_secrets(value, key_path)

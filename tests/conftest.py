@@ -1,4 +1,8 @@
+import hashlib
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,9 +24,51 @@ def root() -> Path:
 @pytest.fixture(scope="session")
 def docker_engine():
     """The engine the lab needs; started when installed (scripts/setup.sh installs it)."""
-    from driver.lab.engine import LabError, docker_client
+    from driver.lab.engine import docker_client
+    from driver.lab.errors import LabError
 
     try:
         return docker_client()
     except LabError as exc:
         pytest.fail(f"containers tests need the docker engine: {exc}")
+
+
+# What the runtime-only install is built from: a change to any of it builds a fresh venv.
+RUNTIME_SOURCES = ("pyproject.toml", "ansible.cfg", "driver", "manifests", "playbooks", "roles")
+
+
+def _runtime_key() -> str:
+    digest = hashlib.sha256()
+    for top in RUNTIME_SOURCES:
+        path = ROOT / top
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        for file in files:
+            if "__pycache__" in file.parts:
+                continue
+            digest.update(str(file.relative_to(ROOT)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@pytest.fixture(scope="session")
+def runtime_venv() -> Path:
+    """`pip install .` into a clean venv, runtime dependencies only, as the platform installs
+    the driver. Cached under .venv/ by the hash of what it is built from."""
+    cache = ROOT / ".venv" / "runtime-install"
+    venv = cache / _runtime_key()
+    if (venv / "ok").is_file():
+        return venv
+    if cache.exists():
+        shutil.rmtree(cache)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    log = cache / "pip.log"
+    with log.open("w") as sink:
+        installed = subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", str(ROOT)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    if installed.returncode != 0:
+        pytest.fail(f"pip install . failed; see {log}")
+    (venv / "ok").touch()
+    return venv

@@ -11,11 +11,9 @@ from typing import Any
 import docker
 from docker.errors import DockerException
 
+from driver.lab.errors import LabError
+
 DOCKERD_LOG = Path("/var/log/slurm-app-lab-dockerd.log")
-
-
-class LabError(Exception):
-    """The lab cannot do what was asked; the message says why and what to do."""
 
 
 def log(message: str) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 
 from docker.errors import NotFound
 
-from driver.lab.engine import LabError, docker_client, log
+from driver.lab.engine import docker_client, log
+from driver.lab.errors import LabError
 
 LABEL = "io.slurm-app.lab"
 # DESIGN §7: what a systemd container needs here (--privileged is not available).

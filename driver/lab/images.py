@@ -10,10 +10,11 @@ import hashlib
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from driver.lab.engine import LabError, docker_client, log
+from driver.lab.distros import DEFAULT_DISTRO, distro
+from driver.lab.engine import docker_client, log
+from driver.lab.errors import LabError
 
 IMAGE_REPOSITORY = "slurm-app-lab"
 MIRROR = "http://deb.debian.org/debian"
@@ -37,28 +38,6 @@ PRELOADED_PACKAGES = (
     "slurm-client",
     "mariadb-server",
 )
-
-
-@dataclass(frozen=True)
-class Distro:
-    codename: str
-    debian_version: str
-    slurm_series: str
-    extra_packages: tuple[str, ...] = ()
-
-
-DISTROS = {
-    "trixie": Distro("trixie", "13", "24.11"),
-    "bookworm": Distro("bookworm", "12", "22.05", ("libpmix-dev",)),
-}
-DEFAULT_DISTRO = "trixie"
-
-
-def distro(codename: str) -> Distro:
-    try:
-        return DISTROS[codename]
-    except KeyError:
-        raise LabError(f"unknown distro {codename!r}; choose one of {', '.join(DISTROS)}") from None
 
 
 def image_tag(codename: str) -> str:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from driver.catalog import bundle_root
-from driver.lab.engine import LabError, log
+from driver.catalog import state_dir
+from driver.lab.engine import log
+from driver.lab.errors import LabError
 from driver.lab.hosts import LabHost, generate_ssh_key, lab_containers, remove_lab, start_hosts
 from driver.lab.images import build_image, distro
 
@@ -40,7 +41,7 @@ class LabSpec:
 
 
 def lab_dir(name: str) -> Path:
-    return bundle_root() / ".lab" / name
+    return state_dir() / "labs" / name
 
 
 def _uuid(spec: LabSpec, what: str) -> str:

@@ -6,6 +6,7 @@ secrets by name (resolved inside `credentials.secrets_dir`).
 """
 
 from enum import StrEnum
+from functools import cached_property
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -99,17 +100,27 @@ class Credentials(StrictModel):
     munge_key_file: AbsolutePath | SkipJsonSchema[None] = None
 
 
+# A cluster of 10,000 workers plus its controller, portal and removed members' history; the
+# bound keeps a request's size (and so validation time and memory) known in advance.
+MAX_ALLOCATIONS = 20000
+
+
 class OperationRequest(StrictModel):
     api_version: Literal["v1"]
     correlation_id: Identifier
     org_id: Identifier
     project_id: Identifier
     instance: Instance
-    linked_instances: list[LinkedInstance] = Field(default_factory=list)
-    members: list[Member]
+    linked_instances: list[LinkedInstance] = Field(default_factory=list, max_length=16)
+    members: list[Member] = Field(max_length=MAX_ALLOCATIONS)
     operation: Operation
-    allocations: list[Allocation]
+    allocations: list[Allocation] = Field(max_length=MAX_ALLOCATIONS)
     credentials: Credentials
 
     def allocation(self, allocation_id: UUID) -> Allocation | None:
-        return next((a for a in self.allocations if a.id == allocation_id), None)
+        return self._allocations_by_id.get(allocation_id)
+
+    @cached_property
+    def _allocations_by_id(self) -> dict[UUID, Allocation]:
+        """One pass, however many allocations a request carries and references."""
+        return {a.id: a for a in self.allocations}

@@ -99,6 +99,8 @@ class HostStats(BaseModel):
 class Result(BaseModel):
     status: str
     error: ErrorInfo | None = None
+    # False when the operation stopped before any host was contacted (members as sent)
+    touched_hosts: bool = True
     members: list[MemberResult] = Field(default_factory=list)
     instance: dict[str, str] = Field(default_factory=dict)
     changed: int = 0
@@ -111,17 +113,22 @@ class EventSink:
     """Writes events as JSON lines; `text` mode leaves the terminal to the progress view."""
 
     def __init__(
-        self, context: Context, stream: TextIO | None = None, *, emit: bool = True
+        self,
+        context: Context,
+        stream: TextIO | None = None,
+        *,
+        emit: bool = True,
+        copy_to: TextIO | None = None,
     ) -> None:
         self.context = context
-        self.stream = stream or sys.stdout
-        self.emit = emit
+        self.streams = [s for s in ((stream or sys.stdout) if emit else None, copy_to) if s]
         self.events: list[Event] = []
 
     def __call__(self, event: EventType, **fields: Any) -> Event:
         record = Event(event=event, **self.context.model_dump(), **fields)
         self.events.append(record)
-        if self.emit:
-            self.stream.write(json.dumps(record.model_dump(mode="json", exclude_none=True)) + "\n")
-            self.stream.flush()
+        line = json.dumps(record.model_dump(mode="json", exclude_none=True)) + "\n"
+        for stream in self.streams:
+            stream.write(line)
+            stream.flush()
         return record

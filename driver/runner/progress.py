@@ -3,6 +3,7 @@
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
@@ -51,7 +52,7 @@ class TextProgress:
                     message = "output hidden (no_log)"
                 self.console.print(
                     f"[red]{kind.removeprefix('runner_on_')}[/red] {data['host']}: "
-                    f"{data.get('task', '')}: {message}",
+                    f"{escape(data.get('task', ''))}: {escape(str(message))}",
                     highlight=False,
                 )
         elif kind == "playbook_on_stats":

@@ -2,6 +2,8 @@
 
 import fcntl
 import os
+import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -9,11 +11,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import ansible_runner
 import yaml
+from ansible_runner.interface import init_runner
+from ansible_runner.utils import get_callback_dir
 
 from driver.apps import slurm_reference
-from driver.catalog import bundle_root
+from driver.catalog import bundle_root, state_dir
 from driver.models.manifest import Version
 from driver.models.request import MemberStatus, OperationRequest
 from driver.runner.events import (
@@ -54,15 +57,6 @@ class InstanceBusy(Exception):
     """Another operation holds this instance's lock."""
 
 
-def state_dir() -> Path:
-    override = os.environ.get("SLURM_APP_STATE_DIR")
-    if override:
-        return Path(override)
-    if os.geteuid() == 0:
-        return Path("/var/lib/slurm-app-driver")
-    return Path.home() / ".local" / "state" / "slurm-app-driver"
-
-
 @contextmanager
 def instance_lock(instance_id: str) -> Iterator[Path]:
     """A non-blocking per-instance lock: a second concurrent operation fails at once."""
@@ -97,6 +91,8 @@ class _Collector:
         self.task = ""
         self.first_error: ErrorInfo | None = None
         self.artifact_data: dict[str, Any] = {}
+        # what ansible-playbook printed outside any task (its own errors), last lines only
+        self.verbose_tail: list[str] = []
         # From the stats event itself: runner.stats reads the on-disk events we never write.
         self.stats: dict[str, Any] = {}
 
@@ -107,6 +103,12 @@ class _Collector:
         message = str(result.get("msg") or "failed")
         stderr = [line for line in str(result.get("stderr") or "").splitlines() if line][-3:]
         return f"{self.task}: {message}" + (f" ({' | '.join(stderr)})" if stderr else "")
+
+    def ansible_said(self) -> str:
+        """Its error lines first, then the last lines (where it shows the origin)."""
+        errors = [line for line in self.verbose_tail if "ERROR" in line][:2]
+        tail = [line for line in self.verbose_tail[-5:] if line not in errors]
+        return " | ".join(errors + tail)[:1500]
 
     def __call__(self, raw: dict[str, Any]) -> bool:
         kind = raw.get("event", "")
@@ -146,6 +148,9 @@ class _Collector:
             self.first_error = self.first_error or ErrorInfo(
                 code="host_unreachable", message=message, host=host
             )
+        elif kind == "verbose":
+            lines = [line for line in str(raw.get("stdout", "")).splitlines() if line.strip()]
+            self.verbose_tail = (self.verbose_tail + lines)[-50:]
         elif kind == "playbook_on_stats":
             self.artifact_data = data.get("artifact_data") or {}
             self.stats = data
@@ -170,6 +175,57 @@ def _host_stats(stats: dict[str, Any] | None) -> dict[str, HostStats]:
     return hosts
 
 
+def ansible_playbook() -> Path | None:
+    """The ansible-playbook of the driver's own installation, never whatever PATH finds: the
+    platform calls the console script by its full path, without activating anything."""
+    for folder in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
+        candidate = Path(folder) / "ansible-playbook"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def playbook_environment(root: Path, private_dir: Path, binary: Path) -> dict[str, str]:
+    """Everything ansible-playbook gets: nothing of the driver's own environment, which may
+    hold the platform's tokens (ansible-runner would pass it on and write it to disk)."""
+    return {
+        "PATH": f"{binary.parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": str(private_dir),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(root / "roles"),
+        "ANSIBLE_HOME": str(private_dir / "ansible"),
+        "ANSIBLE_LOCAL_TEMP": str(private_dir / "tmp"),
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(private_dir / "cp"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        # what ansible-runner needs to receive the events
+        "ANSIBLE_CALLBACK_PLUGINS": get_callback_dir(),
+        "ANSIBLE_STDOUT_CALLBACK": "awx_display",
+    }
+
+
+def untouched(request: OperationRequest, error: ErrorInfo) -> Result:
+    """The result of an operation that never reached a host: members and instance as sent."""
+    error.message += "; nothing was changed on any host"
+    return Result(
+        status="failed",
+        error=error,
+        touched_hosts=False,
+        members=[
+            MemberResult(
+                member_id=m.member_id,
+                component_key=m.component_key,
+                allocation_id=str(m.allocation_id),
+                status=m.status,
+            )
+            for m in request.members
+        ],
+        instance={"id": str(request.instance.id), "status": "unchanged"},
+    )
+
+
 def run_playbook(
     request: OperationRequest,
     version: Version,
@@ -181,10 +237,17 @@ def run_playbook(
     root = bundle_root()
     playbook = root / spec.playbook
     if not playbook.is_file():
-        return Result(
-            status="failed",
-            error=ErrorInfo(
-                code="playbook_missing", message=f"{spec.playbook} is not in the bundle"
+        return untouched(
+            request,
+            ErrorInfo(code="playbook_missing", message=f"{spec.playbook} is not in the bundle"),
+        )
+    binary = ansible_playbook()
+    if binary is None:
+        return untouched(
+            request,
+            ErrorInfo(
+                code="ansible_missing",
+                message=f"no ansible-playbook beside {sys.executable}: reinstall the driver",
             ),
         )
     inventory = build_inventory(request, version, APP_INVENTORY_VARS.get(request.instance.app_slug))
@@ -192,21 +255,22 @@ def run_playbook(
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="slurm-app-run-") as private_dir:
         Path(private_dir).chmod(0o700)
-        runner = ansible_runner.run(
+        runner = init_runner(
             private_data_dir=private_dir,
             project_dir=str(root),
             playbook=str(playbook),
             inventory=inventory.as_runner_inventory(),
-            envvars={
-                "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
-                "ANSIBLE_ROLES_PATH": str(root / "roles"),
-                "ANSIBLE_NOCOLOR": "1",
-                "ANSIBLE_RETRY_FILES_ENABLED": "0",
-            },
             event_handler=collector,
             quiet=True,
-            settings={"suppress_ansible_output": True},
+            settings={"suppress_ansible_output": True, "suppress_output_file": True},
         )
+        # ansible-runner would look ansible-playbook up on PATH; name ours
+        runner.config.command[0] = str(binary)
+        runner.config.env = {
+            **playbook_environment(root, Path(private_dir), binary),
+            "AWX_ISOLATED_DATA_DIR": runner.config.artifact_dir,
+        }
+        runner.run()
     hosts = _host_stats(collector.stats)
     failed = any(h.failed or h.unreachable for h in hosts.values()) or runner.status != "successful"
     result = Result(
@@ -217,11 +281,14 @@ def run_playbook(
         duration_s=round(time.monotonic() - started, 1),
     )
     if failed and result.error is None:
+        said = collector.ansible_said()
         result.error = ErrorInfo(
-            code="runner_failed", message=f"ansible-runner ended {runner.status} (rc {runner.rc})"
+            code="runner_failed",
+            message=f"ansible-playbook ended {runner.status} (rc {runner.rc})"
+            + (f": {said}" if said else ""),
         )
     _members(request, inventory, result, failed)
-    result.adapter_detail = _adapter_detail(request, inventory, collector.artifact_data)
+    result.adapter_detail = _adapter_detail(request, inventory, collector.artifact_data, failed)
     return result
 
 
@@ -287,7 +354,7 @@ def _readiness(smoke: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _adapter_detail(
-    request: OperationRequest, inventory: Inventory, artifact_data: dict[str, Any]
+    request: OperationRequest, inventory: Inventory, artifact_data: dict[str, Any], failed: bool
 ) -> dict[str, Any]:
     controller = artifact_data.get("slurm_app_controller") or {}
     detail: dict[str, Any] = {
@@ -309,7 +376,8 @@ def _adapter_detail(
                 "readiness": _readiness(controller.get("smoke_test")),
             }
         )
-    if request.instance.app_slug == "slurm-reference":
+    # An access bundle is a promise that there is a cluster to use: only after a success.
+    if request.instance.app_slug == "slurm-reference" and controller and not failed:
         users = request.instance.config.get("users") or []
         detail["access_bundle"] = slurm_reference.access_bundle(
             request,

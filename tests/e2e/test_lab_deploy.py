@@ -1,7 +1,6 @@
 """The app controller's view: deploy a 2-worker lab cluster through the driver CLI."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +23,16 @@ CONTEXT_FIELDS = (
 SPEC = lab.LabSpec(name="e2e", workers=2, distro="trixie", placement="separate")
 
 
-def driver(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+# The platform's own secret in the driver's environment: it must reach no host, file or output.
+PLANTED = "PLATFORM_API_TOKEN", "planted-" + "9f3a" * 8
+
+
+def driver(
+    *args: str, env: dict[str, str], venv: Path = Path(sys.executable).parent.parent
+) -> subprocess.CompletedProcess:
+    """The console script by its full path, no venv on PATH, as the platform calls it."""
     return subprocess.run(
-        [sys.executable, "-m", "driver.cli", *args],
+        [str(venv / "bin" / "slurm-app-driver"), *args],
         capture_output=True,
         text=True,
         env=env,
@@ -40,14 +46,15 @@ def events(stdout: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def deployed(docker_engine, tmp_path_factory):
+def deployed(docker_engine, runtime_venv, tmp_path_factory):
     state = tmp_path_factory.mktemp("driver-state")
-    env = {**os.environ, "SLURM_APP_STATE_DIR": str(state)}
+    env = {"PATH": "/usr/bin:/bin", "SLURM_APP_STATE_DIR": str(state), PLANTED[0]: PLANTED[1]}
     lab.down(SPEC.name)
     request = lab.up(SPEC)
     before = set(Path("/tmp").glob("slurm-app-run-*"))
     first = driver("run", str(request), env=env)
-    second = driver("run", str(request), env=env)
+    # the re-run comes from `pip install .` (runtime deps only): the wheel's own bundle
+    second = driver("run", str(request), env=env, venv=runtime_venv)
     yield {
         "request": request,
         "first": first,
@@ -114,7 +121,7 @@ def test_no_secret_in_output_events_or_disk(deployed):
     assert len(munge_key) >= 32
     ssh_key = (lab.lab_dir(SPEC.name) / "id_ed25519").read_bytes()
     ssh_body = b"".join(ssh_key.splitlines()[1:-1])
-    secrets = [munge_key, munge_key[100:160], ssh_body, ssh_body[20:80]]
+    secrets = [munge_key, munge_key[100:160], ssh_body, ssh_body[20:80], PLANTED[1].encode()]
     outputs = [
         deployed[run].stdout.encode() + deployed[run].stderr.encode() for run in ("first", "second")
     ]
@@ -126,6 +133,14 @@ def test_no_secret_in_output_events_or_disk(deployed):
             assert secret not in blob
         for path in left_on_disk:
             assert secret not in path.read_bytes(), path
+
+
+def test_driver_environment_reaches_no_host(deployed):
+    for container in lab.lab_containers(SPEC.name):
+        found = container.exec_run(
+            ["grep", "-rIl", "--", PLANTED[1], "/etc", "/root", "/tmp", "/var/log", "/home"]
+        )
+        assert found.exit_code == 1, (container.name, found.output.decode()[-500:])
 
 
 def test_lab_hosts_are_labelled(deployed):

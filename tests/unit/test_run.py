@@ -27,15 +27,14 @@ def _request(tmp_path: Path) -> Path:
 
 
 def _run(path: Path, state: Path) -> subprocess.CompletedProcess:
+    """The console script by its full path with a PATH that lacks the venv, as the platform
+    calls it: the driver must find the ansible-playbook of its own installation."""
     return subprocess.run(
-        [sys.executable, "-m", "driver.cli", "run", str(path)],
+        [str(Path(sys.executable).parent / "slurm-app-driver"), "run", str(path)],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={
-            "SLURM_APP_STATE_DIR": str(state),
-            "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
-        },
+        env={"SLURM_APP_STATE_DIR": str(state), "PATH": "/usr/bin:/bin"},
         check=False,
         timeout=300,
     )
@@ -50,7 +49,44 @@ def test_busy_instance_exits_three(tmp_path, monkeypatch):
     assert result.returncode == 3, result.stdout + result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     assert [e["event"] for e in events] == ["operation.failed", "operation.result"]
-    assert events[-1]["result"]["error"]["code"] == "instance_busy"
+    final = events[-1]["result"]
+    assert final["error"]["code"] == "instance_busy"
+    _assert_untouched(final, json.loads(path.read_text()))
+
+
+def _assert_untouched(final: dict, request: dict) -> None:
+    """A result of an operation that reached no host echoes the request's members."""
+    assert final["status"] == "failed" and final["touched_hosts"] is False
+    assert "nothing was changed on any host" in final["error"]["message"]
+    assert final["instance"] == {"id": request["instance"]["id"], "status": "unchanged"}
+    assert [(m["member_id"], m["status"]) for m in final["members"]] == [
+        (m["member_id"], m["status"]) for m in request["members"]
+    ]
+
+
+def test_an_operation_without_a_playbook_reports_members_unchanged(tmp_path):
+    bundle = tmp_path / "bundle"
+    for name in ("manifests", "roles", "ansible.cfg"):
+        (bundle / name).parent.mkdir(parents=True, exist_ok=True)
+        (bundle / name).symlink_to(ROOT / name)
+    (bundle / "playbooks").mkdir()
+    path = _request(tmp_path)
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "slurm-app-driver"), "run", str(path)],
+        capture_output=True,
+        text=True,
+        env={
+            "SLURM_APP_STATE_DIR": str(tmp_path / "state"),
+            "SLURM_APP_BUNDLE": str(bundle),
+            "PATH": "/usr/bin:/bin",
+        },
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    final = [json.loads(line) for line in result.stdout.splitlines()][-1]["result"]
+    assert final["error"]["code"] == "playbook_missing"
+    _assert_untouched(final, json.loads(path.read_text()))
 
 
 def test_unreachable_hosts_fail_the_operation(tmp_path):
@@ -91,3 +127,24 @@ def test_sinfo_rows_become_one_entry_per_node():
         {"name": "a", "state": "idle", "cpus": 2, "gres": None, "partitions": ["batch", "debug"]},
         {"name": "b", "state": "mixed", "cpus": 64, "gres": "gpu:4", "partitions": ["batch"]},
     ]
+
+
+def test_a_failed_lab_up_prints_no_access_bundle(tmp_path, monkeypatch, capsys):
+    from driver.cli import main
+    from driver.lab import lab
+
+    request = _request(tmp_path)  # its hosts refuse connections: the deploy fails
+    monkeypatch.setenv("SLURM_APP_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(lab, "up", lambda spec: request)
+    code = main(["lab", "up", "--name", "failing"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "access" not in out and "ssh -i" not in out and "cluster_name" not in out
+    assert "error host_unreachable" in out
+    events_file = request.with_name("deploy-events.jsonl")
+    assert f"full event log: {events_file}" in err
+    assert "no cluster to use" in err
+    logged = [json.loads(line) for line in events_file.read_text().splitlines()]
+    assert logged[-1]["event"] == "operation.result"
+    result = json.loads(request.with_name("deploy-result.json").read_text())
+    assert result["status"] == "failed" and "access_bundle" not in result["adapter_detail"]

@@ -1,0 +1,102 @@
+"""Validation and inventory cost of an add_worker request against cluster size.
+
+Generates add_worker requests for clusters of N existing workers (from the shipped example),
+then runs `slurm-app-driver validate-request` and `slurm-app-driver inventory` on each as the
+platform would (a fresh process per call) and reports wall time and peak memory (max RSS of
+that process). Usage: python bench/validate_inventory.py [--sizes 10,1000,10000] [--repeat 3]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "slurm-reference" / "add_worker.json"
+DRIVER = Path(sys.executable).parent / "slurm-app-driver"
+
+
+def add_worker_request(workers: int) -> dict:
+    """The example with `workers` more ready workers, every one with its own allocation."""
+    data = json.loads(EXAMPLE.read_text())
+    for index in range(workers):
+        allocation_id = f"00000000-0000-4000-8000-{index:012d}"
+        data["allocations"].append(
+            {
+                "id": allocation_id,
+                "project_id": data["project_id"],
+                "hostname": f"node-{index:05d}",
+                "address": f"10.{1 + index // 62500}.{index // 250 % 250}.{1 + index % 250}",
+                "ssh_user": "root",
+                "ssh_port": 22,
+                "cpus": 64,
+                "memory_mb": 256000,
+                "gpus": 0,
+            }
+        )
+        data["members"].append(
+            {
+                "member_id": f"worker-{index:05d}",
+                "component_key": "worker",
+                "allocation_id": allocation_id,
+                "status": "ready",
+            }
+        )
+    return data
+
+
+def measure(argv: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS in MiB and stdout of one driver process."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+        elapsed = time.perf_counter() - started
+        out.seek(0)
+        output = out.read().decode()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{output[-2000:]}")
+    return elapsed, usage.ru_maxrss / 1024, output
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10,1000,10000")
+    parser.add_argument("--repeat", type=int, default=3, help="best of N runs per cell")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for size in sizes:
+            request = Path(folder) / f"add_worker-{size}.json"
+            request.write_text(json.dumps(add_worker_request(size), indent=2))
+            row = {"workers": size, "request_kib": request.stat().st_size // 1024}
+            for command in ("validate-request", "inventory"):
+                argv = [str(DRIVER), command, str(request), "--format", "json"]
+                runs = [measure(argv) for _ in range(args.repeat)]
+                row[command] = min(r[0] for r in runs)
+                row[f"{command} MiB"] = max(r[1] for r in runs)
+                if command == "inventory":
+                    hosts = json.loads(runs[0][2])["all"]["hosts"]
+                    row["inventory hosts"] = len(hosts)
+            rows.append(row)
+    baseline = measure([str(DRIVER), "--version"])
+    print(f"driver start (--version): {baseline[0]:.2f} s, {baseline[1]:.0f} MiB")
+    print(
+        "| workers | request KiB | validate-request s | peak MiB | inventory s | peak MiB | hosts |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['workers']:,} | {r['request_kib']:,} | {r['validate-request']:.2f} "
+            f"| {r['validate-request MiB']:.0f} | {r['inventory']:.2f} "
+            f"| {r['inventory MiB']:.0f} | {r['inventory hosts']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""The driver as the platform installs it: `pip install .` (runtime dependencies only), called
+by its full path with no activated venv and a minimal environment."""
+
+import json
+import subprocess
+from pathlib import Path
+
+from conftest import EXAMPLES, MANIFESTS
+
+MINIMAL_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def driver(venv: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(venv / "bin" / "slurm-app-driver"), *args],
+        capture_output=True,
+        text=True,
+        env=MINIMAL_ENV,
+        cwd=cwd,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_runtime_install_has_no_dev_or_lab_dependencies(runtime_venv):
+    listed = subprocess.run(
+        [str(runtime_venv / "bin" / "pip"), "list", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    names = {p["name"].lower() for p in json.loads(listed.stdout)}
+    assert {"ansible-core", "ansible-runner", "pydantic", "jsonschema"} <= names
+    assert not names & {"docker", "molecule", "pytest", "ansible", "ansible-lint"}
+
+
+def test_runtime_install_carries_the_bundle(runtime_venv):
+    bundles = list(runtime_venv.glob("lib/python3*/site-packages/driver/bundle"))
+    assert len(bundles) == 1
+    bundle = bundles[0]
+    for path in ("ansible.cfg", "playbooks/deploy.yml", "roles/slurm_common/tasks/main.yml"):
+        assert (bundle / path).is_file(), path
+    assert (bundle / "manifests/slurm-reference/dashboards/slurm-overview.json").is_file()
+    assert (runtime_venv / "bin" / "ansible-playbook").is_file()
+
+
+def test_lint_schema_validate_and_inventory_work_from_a_runtime_install(runtime_venv, tmp_path):
+    # run from an unrelated folder: nothing may depend on the source tree or the cwd
+    lint = driver(runtime_venv, "lint", str(MANIFESTS), cwd=tmp_path)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert "no findings" in lint.stdout
+    schema = driver(runtime_venv, "schema", "operation-request", cwd=tmp_path)
+    assert schema.returncode == 0 and json.loads(schema.stdout)["type"] == "object"
+    request = str(EXAMPLES / "slurm-reference" / "add_worker.json")
+    valid = driver(runtime_venv, "validate-request", request, "--format", "json", cwd=tmp_path)
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    assert json.loads(valid.stdout)["valid"] is True
+    inventory = driver(runtime_venv, "inventory", request, "--format", "json", cwd=tmp_path)
+    assert inventory.returncode == 0, inventory.stderr
+    assert len(json.loads(inventory.stdout)["all"]["hosts"]) == 2
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    invalid = driver(runtime_venv, "validate-request", str(broken), cwd=tmp_path)
+    assert invalid.returncode == 2
+
+
+def test_lab_without_its_extra_names_the_extra(runtime_venv, tmp_path):
+    result = driver(runtime_venv, "lab", "status", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "slurm-app-bundle[lab]" in result.stderr
+    assert "Traceback" not in result.stderr
