@@ -15,38 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "slurm-reference" / "add_worker.json"
+from bench.requests import add_worker_request
+
 DRIVER = Path(sys.executable).parent / "slurm-app-driver"
-
-
-def add_worker_request(workers: int) -> dict:
-    """The example with `workers` more ready workers, every one with its own allocation."""
-    data = json.loads(EXAMPLE.read_text())
-    for index in range(workers):
-        allocation_id = f"00000000-0000-4000-8000-{index:012d}"
-        data["allocations"].append(
-            {
-                "id": allocation_id,
-                "project_id": data["project_id"],
-                "hostname": f"node-{index:05d}",
-                "address": f"10.{1 + index // 62500}.{index // 250 % 250}.{1 + index % 250}",
-                "ssh_user": "root",
-                "ssh_port": 22,
-                "cpus": 64,
-                "memory_mb": 256000,
-                "gpus": 0,
-            }
-        )
-        data["members"].append(
-            {
-                "member_id": f"worker-{index:05d}",
-                "component_key": "worker",
-                "allocation_id": allocation_id,
-                "status": "ready",
-            }
-        )
-    return data
 
 
 def measure(argv: list[str]) -> tuple[float, float, str]:

@@ -5,6 +5,7 @@ import json
 import pytest
 from conftest import example
 
+from bench.requests import add_worker_request
 from driver.documents import load_json
 from driver.models.request import OperationRequest
 from driver.request_check import check_request
@@ -61,28 +62,13 @@ def test_member_operations_touch_only_their_hosts(operation, hosts):
     assert list(inventory.hosts) == hosts
 
 
-def test_adding_a_worker_to_a_large_cluster_touches_two_hosts():
-    def grow(data):
-        for index in range(1000):
-            allocation_id = f"00000000-0000-4000-8000-{index:012d}"
-            data["allocations"].append(
-                {
-                    "id": allocation_id,
-                    "project_id": data["project_id"],
-                    "hostname": f"node-{index:04d}",
-                    "address": f"10.1.{index // 250}.{index % 250}",
-                }
-            )
-            data["members"].append(
-                {
-                    "member_id": f"m-{index}",
-                    "component_key": "worker",
-                    "allocation_id": allocation_id,
-                    "status": "ready",
-                }
-            )
-
-    inventory = _inventory("slurm-reference/add_worker", grow)
+def test_adding_a_worker_to_a_10000_worker_cluster_touches_two_hosts():
+    result = check_request(load_json(json.dumps(add_worker_request(10000))))
+    assert result.valid, result.findings[:3]
+    assert result.request is not None and result.version is not None
+    inventory = build_inventory(
+        result.request, result.version, APP_INVENTORY_VARS[result.request.instance.app_slug]
+    )
     assert list(inventory.hosts) == ["slurm-ctl", "gpu-03"]
     assert inventory.groups["slurm_workers"] == ["gpu-03"]
 

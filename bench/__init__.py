@@ -1,0 +1,1 @@
+"""Benchmarks; run them as modules from the repository root: python -m bench.NAME."""

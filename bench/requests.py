@@ -1,0 +1,40 @@
+"""Large requests, generated from the shipped examples (used by the benchmarks and the tests)."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def add_worker_request(workers: int) -> dict[str, Any]:
+    """The add_worker example on a cluster of `workers` ready workers (the example's own
+    included), every one on its own allocation; the worker being added comes on top."""
+    data: dict[str, Any] = json.loads(
+        (EXAMPLES / "slurm-reference" / "add_worker.json").read_text()
+    )
+    existing = sum(m["component_key"] == "worker" for m in data["members"])
+    for index in range(workers - existing):
+        allocation_id = f"00000000-0000-4000-8000-{index:012d}"
+        data["allocations"].append(
+            {
+                "id": allocation_id,
+                "project_id": data["project_id"],
+                "hostname": f"node-{index:05d}",
+                "address": f"10.{1 + index // 62500}.{index // 250 % 250}.{1 + index % 250}",
+                "ssh_user": "root",
+                "ssh_port": 22,
+                "cpus": 64,
+                "memory_mb": 256000,
+                "gpus": 0,
+            }
+        )
+        data["members"].append(
+            {
+                "member_id": f"worker-{index:05d}",
+                "component_key": "worker",
+                "allocation_id": allocation_id,
+                "status": "ready",
+            }
+        )
+    return data
