@@ -45,6 +45,13 @@ def state_dir() -> Path:
     return Path.home() / ".local" / "state" / "slurm-app-driver"
 
 
+def credentials_root() -> Path:
+    """The only folder request credentials may name files in (SSH key, munge key,
+    secrets_dir): the driver copies such files to hosts the customer controls."""
+    override = os.environ.get("SLURM_APP_CREDENTIALS_ROOT")
+    return Path(override) if override else state_dir() / "credentials"
+
+
 def manifest_file(folder: Path) -> Path | None:
     return next((folder / n for n in MANIFEST_NAMES if (folder / n).is_file()), None)
 

@@ -6,6 +6,7 @@ placement/config/options schemas; then the rules no schema can express (tenant b
 allocation references, members vs placement, operation targets).
 """
 
+import os
 import re
 import stat
 from collections import Counter
@@ -18,7 +19,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from driver.catalog import LoadedEntry, load_entry
+from driver.catalog import LoadedEntry, credentials_root, load_entry
 from driver.documents import Document, LinePath
 from driver.findings import Finding
 from driver.models.manifest import OperationTarget, Version
@@ -79,18 +80,37 @@ def _secret_refs(config: Any, path: LinePath) -> Iterator[tuple[LinePath, str]]:
                 yield from _secret_refs(value, (*path, key))
 
 
-def _check_secret_file(doc: Document, path: LinePath, file: Path, what: str) -> list[Finding]:
+# A secret reference names a file directly inside secrets_dir: no path, no hidden file.
+SECRET_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def _private_file(
+    doc: Document, path: LinePath, file: Path, inside: Path, what: str
+) -> list[Finding]:
+    """`file` must resolve (symlinks followed) to a regular file inside `inside`, owned by the
+    driver's user, readable by it alone (0600 or 0400): the role copies it to hosts where the
+    customer is root, so nothing else the driver can read may be named here."""
     try:
-        info = file.stat()
-    except OSError:
+        real = file.resolve(strict=True)
+        info = real.stat()
+    except (OSError, RuntimeError):
         return [doc.finding("secret-file", path, f"{what} does not exist or cannot be read")]
+    if not real.is_relative_to(inside.resolve()):
+        return [
+            doc.finding(
+                "secret-file",
+                path,
+                f"{what} resolves outside {inside} (the driver's credentials root, "
+                "SLURM_APP_CREDENTIALS_ROOT)",
+            )
+        ]
     if not stat.S_ISREG(info.st_mode):
         return [doc.finding("secret-file", path, f"{what} is not a regular file")]
-    if info.st_mode & 0o077:
+    if info.st_uid != os.geteuid():
+        return [doc.finding("secret-file", path, f"{what} is not owned by the driver's user")]
+    if info.st_mode & 0o777 not in (0o600, 0o400):
         mode = f"{info.st_mode & 0o777:o}"
-        return [
-            doc.finding("secret-file", path, f"{what} is readable by group or others (mode {mode})")
-        ]
+        return [doc.finding("secret-file", path, f"{what} has mode {mode}; expected 600 or 400")]
     return []
 
 
@@ -380,23 +400,51 @@ def _linked_instances(
 
 
 def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
-    """Secret files must exist and be private; run before acting, optional for dry checks."""
+    """Secret files exist, are private and lie inside the credentials root; run before acting,
+    optional for dry checks. Messages never name a secret reference's value."""
     creds = request.credentials
-    findings = _check_secret_file(
+    root = credentials_root()
+    findings = _private_file(
         doc,
         ("credentials", "ssh_private_key_file"),
         Path(creds.ssh_private_key_file),
+        root,
         "the SSH private key",
     )
     if creds.munge_key_file:
-        findings += _check_secret_file(
-            doc, ("credentials", "munge_key_file"), Path(creds.munge_key_file), "the munge key"
+        findings += _private_file(
+            doc,
+            ("credentials", "munge_key_file"),
+            Path(creds.munge_key_file),
+            root,
+            "the munge key",
         )
-    for path, name in _secret_refs(request.instance.config, ("instance", "config")):
-        if creds.secrets_dir:
-            findings += _check_secret_file(
-                doc, path, Path(creds.secrets_dir) / name, f"secret {name!r} in secrets_dir"
+    refs = list(_secret_refs(request.instance.config, ("instance", "config")))
+    if not creds.secrets_dir or not refs:
+        return findings
+    secrets_dir = Path(creds.secrets_dir)
+    if not secrets_dir.resolve().is_relative_to(root.resolve()) or not secrets_dir.is_dir():
+        return [
+            *findings,
+            doc.finding(
+                "secret-file",
+                ("credentials", "secrets_dir"),
+                f"secrets_dir must be a folder inside {root} (the driver's credentials root)",
+            ),
+        ]
+    for path, name in refs:
+        if not SECRET_REF.fullmatch(name):
+            findings.append(
+                doc.finding(
+                    "secret-file",
+                    path,
+                    "expected the bare name of a file in secrets_dir (letters, digits, . _ -)",
+                )
             )
+            continue
+        findings += _private_file(
+            doc, path, secrets_dir / name, secrets_dir, "the secret file this field names"
+        )
     return findings
 
 
@@ -478,11 +526,11 @@ def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
         app_rules(rules)
     rules.findings += _linked_instances(doc, request, version, rules.allocation_ids)
     if not request.credentials.secrets_dir:
-        for path, name in _secret_refs(request.instance.config, ("instance", "config")):
+        for path, _name in _secret_refs(request.instance.config, ("instance", "config")):
             rules.add(
                 "secret-file",
                 path,
-                f"refers to secret {name!r} but credentials.secrets_dir is not set",
+                "names a secret file but credentials.secrets_dir is not set",
             )
     if files:
         rules.findings += check_files(doc, request)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from driver.catalog import state_dir
+from driver.catalog import credentials_root, state_dir
 from driver.lab.engine import log
 from driver.lab.errors import LabError
 from driver.lab.hosts import LabHost, generate_ssh_key, lab_containers, remove_lab, start_hosts
@@ -42,6 +42,11 @@ class LabSpec:
 
 def lab_dir(name: str) -> Path:
     return state_dir() / "labs" / name
+
+
+def key_dir(name: str) -> Path:
+    """The lab's SSH key lives where the platform's would: inside the credentials root."""
+    return credentials_root() / "labs" / name
 
 
 def _uuid(spec: LabSpec, what: str) -> str:
@@ -129,7 +134,8 @@ def up(spec: LabSpec) -> Path:
     """Start the hosts and write the request; returns the request file (the driver runs it)."""
     spec.validate()
     folder = lab_dir(spec.name)
-    key = generate_ssh_key(folder)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = generate_ssh_key(key_dir(spec.name))
     image = build_image(spec.distro)
     log(f"starting {len(host_names(spec))} host(s) from {image}")
     hosts = start_hosts(
@@ -187,7 +193,7 @@ def sinfo(name: str) -> str:
 
 def down(name: str) -> int:
     removed = remove_lab(name)
-    folder = lab_dir(name)
-    if folder.exists():
-        shutil.rmtree(folder)
+    for folder in (lab_dir(name), key_dir(name)):
+        if folder.exists():
+            shutil.rmtree(folder)
     return removed

@@ -25,7 +25,11 @@ DisplayText = Annotated[
 LongText = Annotated[
     str, StringConstraints(pattern=r"^[^\u0000-\u0008\u000b-\u001f\u007f]*$", max_length=2000)
 ]
-AbsolutePath = Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9._@+/-]*$", max_length=4096)]
+# Segments are never `.` or `..` (nor empty): a path names the file it seems to name.
+_SEGMENT = (
+    r"([A-Za-z0-9_@+-][A-Za-z0-9._@+-]*|\.[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*|\.\.[A-Za-z0-9._@+-]+)"
+)
+AbsolutePath = Annotated[str, StringConstraints(pattern=rf"^(/{_SEGMENT})+$", max_length=4096)]
 UrlPath = Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9._~/-]*$", max_length=256)]
 RelativeFile = Annotated[
     str,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from driver.catalog import credentials_root
 from driver.lab import lab
 from driver.lab.engine import docker_client
 
@@ -48,7 +49,12 @@ def events(stdout: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def deployed(docker_engine, runtime_venv, tmp_path_factory):
     state = tmp_path_factory.mktemp("driver-state")
-    env = {"PATH": "/usr/bin:/bin", "SLURM_APP_STATE_DIR": str(state), PLANTED[0]: PLANTED[1]}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SLURM_APP_STATE_DIR": str(state),
+        "SLURM_APP_CREDENTIALS_ROOT": str(credentials_root()),
+        PLANTED[0]: PLANTED[1],
+    }
     lab.down(SPEC.name)
     request = lab.up(SPEC)
     before = set(Path("/tmp").glob("slurm-app-run-*"))
@@ -119,7 +125,7 @@ def test_no_secret_in_output_events_or_disk(deployed):
     controller = lab.controller_container(SPEC.name)
     munge_key = controller.exec_run(["cat", "/etc/munge/munge.key"]).output
     assert len(munge_key) >= 32
-    ssh_key = (lab.lab_dir(SPEC.name) / "id_ed25519").read_bytes()
+    ssh_key = (lab.key_dir(SPEC.name) / "id_ed25519").read_bytes()
     ssh_body = b"".join(ssh_key.splitlines()[1:-1])
     secrets = [munge_key, munge_key[100:160], ssh_body, ssh_body[20:80], PLANTED[1].encode()]
     outputs = [

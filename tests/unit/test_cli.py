@@ -1,6 +1,7 @@
 """The command line as the platform and manifest authors use it: exit codes and output."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,9 +13,14 @@ from conftest import EXAMPLES, MANIFESTS, ROOT, example
 DRIVER = [sys.executable, "-m", "driver.cli"]
 
 
-def run(*args: str, stdin: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def run(
+    *args: str, stdin: str | None = None, cwd: Path = ROOT, credentials: Path | None = None
+) -> subprocess.CompletedProcess:
+    env = {**os.environ}
+    if credentials is not None:
+        env["SLURM_APP_CREDENTIALS_ROOT"] = str(credentials)
     return subprocess.run(
-        [*DRIVER, *args], input=stdin, capture_output=True, text=True, cwd=cwd, check=False
+        [*DRIVER, *args], input=stdin, capture_output=True, text=True, cwd=cwd, env=env, check=False
     )
 
 
@@ -179,7 +185,8 @@ def _secret_files(tmp_path: Path, mode: int) -> dict:
 def test_check_files_accepts_private_files(tmp_path):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(_secret_files(tmp_path, 0o600)))
-    assert run("validate-request", "--check-files", str(path)).returncode == 0
+    result = run("validate-request", "--check-files", str(path), credentials=tmp_path)
+    assert result.returncode == 0, result.stdout
 
 
 def test_check_files_refuses_readable_and_missing(tmp_path):
@@ -188,7 +195,9 @@ def test_check_files_refuses_readable_and_missing(tmp_path):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(request))
     assert run("validate-request", str(path)).returncode == 0
-    result = run("validate-request", "--check-files", "--format", "json", str(path))
+    result = run(
+        "validate-request", "--check-files", "--format", "json", str(path), credentials=tmp_path
+    )
     assert result.returncode == 2
     got = {(f["code"], f["path"]) for f in json.loads(result.stdout)["findings"]}
     assert got == {

@@ -34,7 +34,11 @@ def _run(path: Path, state: Path) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={"SLURM_APP_STATE_DIR": str(state), "PATH": "/usr/bin:/bin"},
+        env={
+            "SLURM_APP_STATE_DIR": str(state),
+            "SLURM_APP_CREDENTIALS_ROOT": str(path.parent),
+            "PATH": "/usr/bin:/bin",
+        },
         check=False,
         timeout=300,
     )
@@ -78,6 +82,7 @@ def test_an_operation_without_a_playbook_reports_members_unchanged(tmp_path):
         env={
             "SLURM_APP_STATE_DIR": str(tmp_path / "state"),
             "SLURM_APP_BUNDLE": str(bundle),
+            "SLURM_APP_CREDENTIALS_ROOT": str(tmp_path),
             "PATH": "/usr/bin:/bin",
         },
         check=False,
@@ -135,6 +140,7 @@ def test_a_failed_lab_up_prints_no_access_bundle(tmp_path, monkeypatch, capsys):
 
     request = _request(tmp_path)  # its hosts refuse connections: the deploy fails
     monkeypatch.setenv("SLURM_APP_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("SLURM_APP_CREDENTIALS_ROOT", str(tmp_path))
     monkeypatch.setattr(lab, "up", lambda spec: request)
     code = main(["lab", "up", "--name", "failing"])
     out, err = capsys.readouterr()
