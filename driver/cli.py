@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from enum import IntEnum
 from pathlib import Path
 
-import yaml
 from rich.console import Console
 from rich.markup import escape
 
@@ -22,7 +21,7 @@ from driver.lint import UsageError, lint_paths, resolve_manifests
 from driver.models.request import OperationRequest
 from driver.request_check import RequestCheck, check_request
 from driver.runner.events import Context, ErrorInfo, EventSink, EventType, Result
-from driver.runner.inventory import build_inventory
+from driver.runner.inventory import build_inventory, inventory_yaml
 from driver.runner.progress import TextProgress
 from driver.runner.run import (
     APP_INVENTORY_VARS,
@@ -123,7 +122,7 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(body, indent=2))
     else:
-        print(yaml.safe_dump(body, sort_keys=False), end="")
+        print(inventory_yaml(body), end="")
     return Exit.OK
 
 

@@ -38,6 +38,8 @@ HINTS: dict[str, str] = {
     "default-invalid": "a default must satisfy the schema it is declared in",
     "unsafe-string": "bound every string with maxLength and an anchored pattern (^...$), "
     "an enum/const, or a checked format such as uuid",
+    "open-schema": "type every config value and close every config object "
+    "(additionalProperties: false): config values are handed to the roles",
     "duplicate-version": "each version string may appear once",
     "duplicate-key": "keys in this list must be unique",
     "slug-mismatch": "the manifest's slug must equal the name of the folder it lives in",

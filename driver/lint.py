@@ -59,19 +59,25 @@ class UsageError(Exception):
     """Bad command-line input (exit 2), as opposed to findings in a manifest (exit 1)."""
 
 
-def subschemas(schema: Any, path: LinePath = ()) -> Iterator[tuple[LinePath, dict[str, Any]]]:
-    """Every schema object inside `schema`, with its path relative to it."""
+def subschemas(
+    schema: Any, path: LinePath = (), only: frozenset[str] | None = None
+) -> Iterator[tuple[LinePath, dict[str, Any]]]:
+    """Every schema object inside `schema`, with its path relative to it (`only`: follow just
+    these keywords)."""
     if not isinstance(schema, dict):
         return
     yield path, schema
     for key in _SUBSCHEMA_MAPS:
-        for name, sub in (schema.get(key) or {}).items():
-            yield from subschemas(sub, (*path, key, name))
+        if only is None or key in only:
+            for name, sub in (schema.get(key) or {}).items():
+                yield from subschemas(sub, (*path, key, name), only)
     for key in _SUBSCHEMA_LISTS:
-        for index, sub in enumerate(schema.get(key) or []):
-            yield from subschemas(sub, (*path, key, index))
+        if only is None or key in only:
+            for index, sub in enumerate(schema.get(key) or []):
+                yield from subschemas(sub, (*path, key, index), only)
     for key in _SUBSCHEMA_SINGLE:
-        yield from subschemas(schema.get(key), (*path, key))
+        if only is None or key in only:
+            yield from subschemas(schema.get(key), (*path, key), only)
 
 
 def _meta_findings(doc: Document, schema: dict[str, Any], base: LinePath) -> list[Finding]:
@@ -107,6 +113,20 @@ def _meta_findings(doc: Document, schema: dict[str, Any], base: LinePath) -> lis
     return findings
 
 
+# What a pattern must refuse, whatever the field: template delimiters (the value is rendered
+# into files and handed to Ansible) and line breaks or NUL (it lands in slurm.conf lines).
+_PATTERN_PROBES = ("{{ lookup('pipe', 'id') }}", "{% raw %}", "a\nb", "a\u0000b")
+# Positions whose subschema describes a value (not a condition or a partial constraint).
+_VALUE_POSITIONS = frozenset(
+    {"properties", "patternProperties", "items", "prefixItems", "additionalProperties", "$defs"}
+)
+
+
+def _admits_anything(pattern: str) -> bool:
+    compiled = compile_pattern(pattern)
+    return any(compiled.search(probe) for probe in _PATTERN_PROBES)
+
+
 def _is_string_schema(sub: dict[str, Any]) -> bool:
     kind = sub.get("type")
     return kind == "string" or (isinstance(kind, list) and "string" in kind)
@@ -129,6 +149,32 @@ def _string_safety(doc: Document, schema: dict[str, Any], base: LinePath) -> lis
         elif "maxLength" not in sub:
             findings.append(
                 doc.finding("unsafe-string", (*base, *path), "string without maxLength")
+            )
+        elif _admits_anything(pattern):
+            findings.append(
+                doc.finding(
+                    "unsafe-string",
+                    (*base, *path, "pattern"),
+                    "pattern admits template delimiters, line breaks or NUL (an unbounded .*?)",
+                )
+            )
+    return findings
+
+
+def _open_values(doc: Document, schema: dict[str, Any], base: LinePath) -> list[Finding]:
+    """Config values reach the roles: every one typed, every object closed."""
+    findings = []
+    # if/then/not/allOf branches are partial constraints, not values: not followed
+    for path, sub in subschemas(schema, only=_VALUE_POSITIONS):
+        if "type" not in sub and not any(k in sub for k in ("enum", "const", "$ref")):
+            findings.append(doc.finding("open-schema", (*base, *path), "a value without a type"))
+        elif sub.get("type") == "object" and sub.get("additionalProperties") is not False:
+            findings.append(
+                doc.finding(
+                    "open-schema",
+                    (*base, *path),
+                    "an object that admits undeclared keys (set additionalProperties: false)",
+                )
             )
     return findings
 
@@ -256,6 +302,7 @@ def _check_version(
     )
     for schema_field in ("placement_schema", "config_schema"):
         findings += _check_schema(doc, getattr(version, schema_field), (*base, schema_field))
+    findings += _open_values(doc, version.config_schema, (*base, "config_schema"))
     types = {op.type for op in version.operations}
     for required in REQUIRED_OPERATIONS:
         if required not in types:

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import yaml
+
 from driver.models.manifest import Version
 from driver.models.request import Allocation, MemberStatus, OperationRequest
 
@@ -64,6 +66,36 @@ class Inventory:
                 },
             }
         }
+
+
+class Unsafe(str):
+    """A string Ansible must never template (YAML `!unsafe`)."""
+
+
+class _InventoryDumper(yaml.SafeDumper):
+    pass
+
+
+_InventoryDumper.add_representer(
+    Unsafe, lambda dumper, value: dumper.represent_scalar("!unsafe", str(value), style="'")
+)
+
+
+def _unsafe(value: Any) -> Any:
+    if isinstance(value, str):
+        return Unsafe(value)
+    if isinstance(value, dict):
+        return {key: _unsafe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_unsafe(item) for item in value]
+    return value
+
+
+def inventory_yaml(body: dict[str, Any]) -> str:
+    """The inventory as Ansible reads it: every string value tagged `!unsafe`, so nothing that
+    came with a request (hostnames, config values, users, paths) is ever evaluated as a
+    template on the control node, whatever a manifest's patterns let through."""
+    return yaml.dump(_unsafe(body), Dumper=_InventoryDumper, sort_keys=False)
 
 
 def _live_members(request: OperationRequest) -> list[Any]:

@@ -29,7 +29,7 @@ from driver.runner.events import (
     MemberResult,
     Result,
 )
-from driver.runner.inventory import Inventory, build_inventory
+from driver.runner.inventory import Inventory, build_inventory, inventory_yaml
 
 AppVars = Callable[[OperationRequest, Version, Inventory], None]
 APP_INVENTORY_VARS: dict[str, AppVars] = {"slurm-reference": slurm_reference.inventory_vars}
@@ -255,11 +255,13 @@ def run_playbook(
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="slurm-app-run-") as private_dir:
         Path(private_dir).chmod(0o700)
+        inventory_file = Path(private_dir) / "inventory.yml"
+        inventory_file.write_text(inventory_yaml(inventory.as_runner_inventory()))
         runner = init_runner(
             private_data_dir=private_dir,
             project_dir=str(root),
             playbook=str(playbook),
-            inventory=inventory.as_runner_inventory(),
+            inventory=str(inventory_file),
             event_handler=collector,
             quiet=True,
             settings={"suppress_ansible_output": True, "suppress_output_file": True},

@@ -1,15 +1,19 @@
 """Placement -> inventory: only the hosts an operation touches, in the right groups."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import yaml
 from conftest import example
 
 from bench.requests import add_worker_request
 from driver.documents import load_json
 from driver.models.request import OperationRequest
 from driver.request_check import check_request
-from driver.runner.inventory import apply_defaults, build_inventory
+from driver.runner.inventory import apply_defaults, build_inventory, inventory_yaml
 from driver.runner.run import APP_INVENTORY_VARS
 
 
@@ -93,3 +97,84 @@ def test_apply_defaults_fills_nested_objects_only_where_missing():
     }
     assert apply_defaults(schema, {}) == {"a": {"b": 1}, "c": "x"}
     assert apply_defaults(schema, {"a": {"b": 2}, "c": "y"}) == {"a": {"b": 2}, "c": "y"}
+
+
+PLAYBOOK_BINARY = str(Path(sys.executable).parent / "ansible-playbook")
+
+
+def _string_scalars(node, is_key=False):
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            yield from _string_scalars(key, True)
+            yield from _string_scalars(value)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            yield from _string_scalars(item)
+    elif not is_key and node.tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:bool"):
+        yield node
+
+
+@pytest.mark.parametrize("name", ["slurm-reference/deploy", "slurm-reference/add_worker"])
+def test_every_string_in_the_inventory_is_marked_unsafe(name):
+    inventory = _inventory(name)
+    scalars = list(_string_scalars(yaml.compose(inventory_yaml(inventory.as_runner_inventory()))))
+    assert scalars
+    assert {node.tag for node in scalars} == {"!unsafe"}
+
+
+def test_request_strings_reach_ansible_unevaluated(tmp_path):
+    """Real ansible-playbook, local connection: a template in any inventory string stays text."""
+    marker = tmp_path / "pwned"
+    payload = "{{ lookup('pipe', 'touch " + str(marker) + "') }}"
+    body = {
+        "all": {
+            "hosts": {
+                "target": {
+                    "ansible_connection": "local",
+                    "ansible_python_interpreter": sys.executable,
+                    "label": payload,
+                }
+            },
+            "vars": {"config": {"users": [{"name": payload}], "cluster_name": payload}},
+        }
+    }
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(inventory_yaml(body))
+    out = tmp_path / "out.txt"
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "all",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "ansible.builtin.copy": {
+                                "content": "{{ label }}\n{{ config.users[0].name }}\n"
+                                "{{ config.cluster_name }}\n",
+                                "dest": str(out),
+                                "mode": "0600",
+                            }
+                        }
+                    ],
+                }
+            ]
+        )
+    )
+    ran = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            str(inventory),
+            str(playbook),
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(tmp_path)},
+        check=False,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert not marker.exists()
+    assert out.read_text() == f"{payload}\n" * 3
