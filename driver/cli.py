@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from driver import __version__
 from driver.catalog import CatalogError, bundle_root
-from driver.documents import DocumentError, load_json, load_path
+from driver.documents import DocumentError, load_request
 from driver.findings import Finding, Severity, render_human, render_json
 from driver.lab.distros import DEFAULT_DISTRO, DISTROS
 from driver.lab.errors import LabError
@@ -92,12 +92,13 @@ def _load_request(args: argparse.Namespace, *, files: bool) -> RequestCheck | in
     """The validated request, or the exit code after reporting why it is invalid."""
     try:
         if args.request == "-":
-            doc = load_json(sys.stdin.read(), "<stdin>")
+            doc = load_request(sys.stdin.buffer, "<stdin>")
         else:
             path = Path(args.request)
             if not path.is_file():
                 return _usage(f"{path}: no such file", args.format)
-            doc = load_path(path)
+            with path.open("rb") as stream:
+                doc = load_request(stream, str(path))
         result = check_request(doc, files=files)
     except DocumentError as exc:
         _report([exc.finding], "json" if args.format == "json" else "human", valid=False)

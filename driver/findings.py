@@ -33,6 +33,7 @@ HINTS: dict[str, str] = {
     "yaml-syntax": "fix the YAML syntax at the line shown",
     "json-syntax": "fix the JSON syntax at the line shown",
     "not-found": "check the path",
+    "request-too-large": "a request is JSON of at most 16 MiB (20,000 allocations fit in 9)",
     "model": "the document passed the JSON Schema but not the driver's model; report this",
     "invalid-subschema": "placement/config/options schemas must be valid Draft 2020-12 schemas",
     "default-invalid": "a default must satisfy the schema it is declared in",
@@ -67,7 +68,13 @@ HINTS: dict[str, str] = {
     "unknown-allocation": "every referenced allocation must be listed in `allocations`",
     "allocation-reused": "an allocation may back one member per instance "
     "(the controller's also backs the worker in same_node placement)",
-    "duplicate-id": "ids must be unique",
+    "duplicate-id": "ids must be unique (a user's gid defaults to its uid)",
+    "reserved-name": "choose a name no system account, bundle daemon, Slurm keyword (DEFAULT) "
+    "or Ansible name (all, localhost, ungrouped) uses",
+    "reserved-id": "uid/gid 1000 is a cloud image's first login user: pick another id or set "
+    "claim_id_1000: true",
+    "reserved-address": "give the allocation's routable address, not loopback, link-local, "
+    "unspecified or multicast",
     "member-mismatch": "members must agree with the placement intent",
     "target-missing": "this operation needs operation.target.allocation_id",
     "target-unexpected": "this operation takes no target",

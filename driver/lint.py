@@ -198,11 +198,15 @@ def _default_findings(doc: Document, schema: dict[str, Any], base: LinePath) -> 
     return findings
 
 
-def _check_schema(doc: Document, schema: dict[str, Any], base: LinePath) -> list[Finding]:
+def _check_schema(
+    doc: Document, schema: dict[str, Any], base: LinePath, *, closed: bool = False
+) -> list[Finding]:
+    """`closed`: every value typed and every object closed (config schemas)."""
     findings = _meta_findings(doc, schema, base)
     if findings:
         return findings
-    return _default_findings(doc, schema, base) + _string_safety(doc, schema, base)
+    findings = _default_findings(doc, schema, base) + _string_safety(doc, schema, base)
+    return findings + (_open_values(doc, schema, base) if closed else [])
 
 
 def _duplicates(
@@ -300,9 +304,8 @@ def _check_version(
     findings += _duplicates(
         doc, (o.type for o in version.operations), (*base, "operations"), "type"
     )
-    for schema_field in ("placement_schema", "config_schema"):
-        findings += _check_schema(doc, getattr(version, schema_field), (*base, schema_field))
-    findings += _open_values(doc, version.config_schema, (*base, "config_schema"))
+    findings += _check_schema(doc, version.placement_schema, (*base, "placement_schema"))
+    findings += _check_schema(doc, version.config_schema, (*base, "config_schema"), closed=True)
     types = {op.type for op in version.operations}
     for required in REQUIRED_OPERATIONS:
         if required not in types:

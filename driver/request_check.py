@@ -6,6 +6,7 @@ placement/config/options schemas; then the rules no schema can express (tenant b
 allocation references, members vs placement, operation targets).
 """
 
+import ipaddress
 import os
 import re
 import stat
@@ -114,6 +115,18 @@ def _private_file(
     return []
 
 
+def _reserved_address(address: str) -> bool:
+    if address.lower() == "localhost" or address.lower().endswith(".localhost"):
+        return True
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False  # a DNS name: it must answer with the allocation's host key
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast
+
+
 def _bound_allocations(
     version: Version, placement: dict[str, Any]
 ) -> Iterator[tuple[LinePath, str, UUID]]:
@@ -127,6 +140,27 @@ def _bound_allocations(
                 continue
             path = (*base, index) if binding.multiple else base
             yield path, binding.component_key, UUID(raw)
+
+
+# Host names become inventory names and Slurm NodeNames: none may be an Ansible pattern or
+# group, or a Slurm keyword (`NodeName=DEFAULT` sets defaults for every later node).
+RESERVED_HOSTNAMES = frozenset({"default", "all", "ungrouped", "localhost"})
+# Accounts of the system and of the daemons this bundle runs; cluster users get a group named
+# after them too, so group names count (a user `sudo` would renumber the sudo group).
+RESERVED_ACCOUNTS = frozenset(
+    {
+        "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp",
+        "proxy", "www-data", "backup", "list", "irc", "gnats", "nobody", "nogroup", "adm",
+        "tty", "disk", "kmem", "dialout", "fax", "voice", "cdrom", "floppy", "tape", "sudo",
+        "audio", "dip", "operator", "src", "shadow", "utmp", "video", "sasl", "plugdev",
+        "staff", "users", "input", "kvm", "render", "sgx", "netdev", "crontab", "messagebus",
+        "sshd", "ssh", "polkitd", "syslog", "statd", "tss", "uuidd", "slurm", "munge",
+        "mysql", "prometheus", "grafana", "node-exporter", "apache", "ood", "admin", "wheel",
+    }
+)  # fmt: skip
+RESERVED_ACCOUNT_PREFIXES = ("_", "systemd-")
+# The first login user of most cloud images: taken only when a user claims it explicitly.
+FIRST_LOGIN_ID = 1000
 
 
 class _Rules:
@@ -165,6 +199,24 @@ class _Rules:
             [a.hostname for a in self.request.allocations], ("allocations",), "hostname"
         )
         self.duplicates([m.member_id for m in self.request.members], ("members",), "member_id")
+
+    def allocation_names(self) -> None:
+        """No reserved host name, no address that points back at a machine itself."""
+        for index, allocation in enumerate(self.request.allocations):
+            if allocation.hostname.lower() in RESERVED_HOSTNAMES:
+                self.add(
+                    "reserved-name",
+                    ("allocations", index, "hostname"),
+                    "expected a host name that is neither a Slurm keyword (DEFAULT) nor an "
+                    f"Ansible name ({', '.join(sorted(RESERVED_HOSTNAMES - {'default'}))})",
+                )
+            if _reserved_address(allocation.address):
+                self.add(
+                    "reserved-address",
+                    ("allocations", index, "address"),
+                    "expected a routable host address, not loopback, link-local (cloud "
+                    "metadata), unspecified or multicast",
+                )
 
     def placement(self) -> dict[UUID, str]:
         bound: dict[UUID, str] = {}
@@ -298,7 +350,7 @@ def _slurm_reference_rules(rules: _Rules) -> None:
     controller = placement.get("controller_allocation_id")
     if placement.get("worker_placement") == "separate":
         for index, member in enumerate(request.members):
-            if member.component_key == "worker" and str(member.allocation_id) == controller:
+            if member.component_key == "worker" and member.allocation_id == UUID(controller):
                 rules.add(
                     "member-mismatch",
                     ("members", index, "allocation_id"),
@@ -329,16 +381,49 @@ def _slurm_reference_rules(rules: _Rules) -> None:
             )
     users = config.get("users")
     if isinstance(users, list):
-        for key in ("name", "uid"):
-            values = [u.get(key) for u in users]
-            for value, count in Counter(values).items():
-                if count > 1:
-                    index = len(values) - 1 - values[::-1].index(value)
-                    rules.add(
-                        "duplicate-key",
-                        ("instance", "config", "users", index, key),
-                        f"user {key} {value!r} appears {count} times",
-                    )
+        _user_rules(rules, users)
+
+
+def _user_rules(rules: _Rules, users: list[dict[str, Any]]) -> None:
+    """Names and ids must be the cluster's own: no system or daemon account, no id twice
+    (each user's group takes its gid, by default its uid)."""
+    base: LinePath = ("instance", "config", "users")
+    names = [u.get("name") for u in users]
+    for name, count in Counter(names).items():
+        if count > 1:
+            index = len(names) - 1 - names[::-1].index(name)
+            rules.add(
+                "duplicate-key", (*base, index, "name"), f"user {name!r} appears {count} times"
+            )
+    owner: dict[tuple[str, int], int] = {}
+    for index, user in enumerate(users):
+        name = str(user.get("name", ""))
+        if name in RESERVED_ACCOUNTS or name.startswith(RESERVED_ACCOUNT_PREFIXES):
+            rules.add(
+                "reserved-name",
+                (*base, index, "name"),
+                "expected a name that no system account, group or bundle daemon uses",
+            )
+        ids = {"uid": user.get("uid"), "gid": user.get("gid", user.get("uid"))}
+        for kind, value in ids.items():
+            if not isinstance(value, int):
+                continue
+            field = kind if kind in user else "uid"
+            if value == FIRST_LOGIN_ID and not user.get("claim_id_1000"):
+                rules.add(
+                    "reserved-id",
+                    (*base, index, field),
+                    "1000 is the first login user of most cloud images; set claim_id_1000 "
+                    "to take it over deliberately",
+                )
+            first = owner.setdefault((kind, value), index)
+            if first != index:
+                rules.add(
+                    "duplicate-id",
+                    (*base, index, field),
+                    f"{kind} {value} is already used by users[{first}]"
+                    + ("" if kind in user else " (the gid defaults to the uid)"),
+                )
 
 
 APP_RULES: dict[str, Callable[[_Rules], None]] = {
@@ -355,7 +440,7 @@ def _linked_instances(
         if raw is None:
             continue
         path: LinePath = ("instance", "placement_intent", reference.field)
-        match = next((i for i in request.linked_instances if str(i.id) == raw), None)
+        match = next((i for i in request.linked_instances if i.id == UUID(raw)), None)
         if match is None or match.app_slug != reference.app_slug:
             findings.append(
                 doc.finding(
@@ -518,6 +603,7 @@ def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
 
     rules = _Rules(doc, request, version)
     rules.tenant_boundary()
+    rules.allocation_names()
     bound = rules.placement()
     rules.members(bound)
     rules.target()

@@ -54,10 +54,8 @@ def access_bundle(
     placement = request.instance.placement_intent
     controller = request.allocation(UUID(placement["controller_allocation_id"]))
     assert controller is not None
-    ssh = (
-        f"ssh -i {request.credentials.ssh_private_key_file} -p {controller.ssh_port} "
-        f"{controller.ssh_user}@{controller.address}"
-    )
+    # The customer's own access credential, never the platform's key file or any of its paths.
+    ssh = f"ssh -p {controller.ssh_port} {controller.ssh_user}@{controller.address}"
     run_as = f"sudo -u {first_user} " if first_user else ""
     return {
         "cluster_name": cluster_name,

@@ -211,3 +211,23 @@ def test_schema_command_prints_shipped_schema(name):
     result = run("schema", name)
     assert result.returncode == 0
     assert json.loads(result.stdout)["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+def test_requests_are_json_only_so_yaml_aliases_never_expand(tmp_path):
+    levels = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    bomb = tmp_path / "request.yaml"
+    bomb.write_text("\n".join(levels) + "\n")
+    result = run("validate-request", "--format", "json", str(bomb))
+    assert result.returncode == 2
+    assert [(f["code"], f["path"]) for f in json.loads(result.stdout)["findings"]] == [
+        ("json-syntax", "$")
+    ]
+
+
+def test_an_oversized_request_is_refused_unread(tmp_path):
+    big = tmp_path / "request.json"
+    big.write_text("[" + " " * (16 * 1024 * 1024) + "]")
+    result = run("validate-request", "--format", "json", str(big))
+    assert result.returncode == 2
+    assert json.loads(result.stdout)["findings"][0]["code"] == "request-too-large"

@@ -18,9 +18,9 @@ def _request(tmp_path: Path) -> Path:
     request["credentials"] = {"ssh_private_key_file": str(key)}
     request["instance"]["config"] = {"cluster_name": "research"}
     for allocation in request["allocations"]:
-        # Loopback port 9: refused at once, so the run fails as unreachable without a network.
-        allocation["address"] = "127.0.0.1"
-        allocation["ssh_port"] = 9
+        # The reserved .invalid domain never resolves: the run fails as unreachable at once,
+        # without sending anything anywhere.
+        allocation["address"] = f"{allocation['hostname']}.invalid"
     path = tmp_path / "request.json"
     path.write_text(json.dumps(request))
     return path
