@@ -3,8 +3,10 @@
 import argparse
 import contextlib
 import json
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from enum import IntEnum
 from pathlib import Path
 
@@ -147,13 +149,13 @@ def execute(
         sink = EventSink(Context.of(request), emit=not text, copy_to=log)
         code = Exit.OK
         try:
-            with instance_lock(str(request.instance.id)):
+            with instance_lock(str(request.instance.id)), cancellation() as cancelled:
                 sink(EventType.OPERATION_STARTED)
                 if text:
                     with TextProgress(console, *_progress_size(loaded)) as progress:
-                        result = run_playbook(request, version, sink, progress)
+                        result = run_playbook(request, version, sink, progress, cancelled)
                 else:
-                    result = run_playbook(request, version, sink)
+                    result = run_playbook(request, version, sink, cancelled=cancelled)
         except InstanceBusy as exc:
             result = untouched(request, ErrorInfo(code="instance_busy", message=str(exc)))
             code = Exit.BUSY
@@ -168,16 +170,31 @@ def execute(
         succeeded = result.status == "succeeded"
         if not succeeded and code == Exit.OK:
             code = Exit.FAILED
-        sink(
-            EventType.OPERATION_SUCCEEDED if succeeded else EventType.OPERATION_FAILED,
-            message=None if succeeded else (result.error.message if result.error else None),
-        )
+        final = {
+            "succeeded": EventType.OPERATION_SUCCEEDED,
+            "cancelled": EventType.OPERATION_CANCELLED,
+        }.get(result.status, EventType.OPERATION_FAILED)
+        sink(final, message=None if succeeded else (result.error.message if result.error else None))
         sink(EventType.OPERATION_RESULT, result=result.model_dump(mode="json"))
     if result_file:
         Path(result_file).write_text(result.model_dump_json(indent=2) + "\n")
     if text:
         render_result(console, request, result)
     return code
+
+
+@contextlib.contextmanager
+def cancellation() -> Iterator[Callable[[], bool]]:
+    """SIGTERM, SIGINT and SIGHUP cancel the run instead of killing the driver: the playbook
+    is stopped, the result says `cancelled`, and only then is the lock released."""
+    flag = threading.Event()
+    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    previous = {number: signal.signal(number, lambda *_: flag.set()) for number in signals}
+    try:
+        yield flag.is_set
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _progress_size(loaded: RequestCheck) -> tuple[int, int]:

@@ -47,6 +47,7 @@ class EventType(StrEnum):
     HOST_UNREACHABLE = "host.unreachable"
     OPERATION_SUCCEEDED = "operation.succeeded"
     OPERATION_FAILED = "operation.failed"
+    OPERATION_CANCELLED = "operation.cancelled"
     OPERATION_RESULT = "operation.result"
 
 

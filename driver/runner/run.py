@@ -1,7 +1,9 @@
 """`slurm-app-driver run`: one validated request -> one playbook run -> events and a result."""
 
+import contextlib
 import fcntl
 import os
+import shutil
 import sys
 import sysconfig
 import tempfile
@@ -11,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 from ansible_runner.interface import init_runner
 from ansible_runner.utils import get_callback_dir
@@ -29,6 +32,7 @@ from driver.runner.events import (
     MemberResult,
     Result,
 )
+from driver.runner.guard import GRACE_S as GUARD_GRACE_S
 from driver.runner.inventory import Inventory, build_inventory, inventory_yaml
 
 AppVars = Callable[[OperationRequest, Version, Inventory], None]
@@ -185,7 +189,62 @@ def ansible_playbook() -> Path | None:
     return None
 
 
-def playbook_environment(root: Path, private_dir: Path, binary: Path) -> dict[str, str]:
+def _stop_when(cancelled: Callable[[], bool]) -> Callable[[], bool]:
+    """ansible-runner's cancel hook: once cancelled, end the guard (which ends the playbook's
+    whole tree, workers included) before ansible-runner reports the run cancelled."""
+
+    def check() -> bool:
+        if not cancelled():
+            return False
+        guards = psutil.Process().children()
+        tree: list[psutil.Process] = []
+        for guard in guards:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                tree += guard.children(recursive=True)
+                guard.terminate()
+        # The guard itself is left to ansible-runner to reap (pexpect must see its exit);
+        # its tree is not ours, so waiting on it only polls.
+        _, alive = psutil.wait_procs(tree, timeout=GUARD_GRACE_S * 3)
+        for process in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        return True
+
+    return check
+
+
+@contextmanager
+def run_dir(instance_id: str) -> Iterator[tuple[Path, Path]]:
+    """The run's private 0700 folder, `<state dir>/runs/<instance>`, and a short-named folder
+    for SSH control sockets (their paths must fit in 108 bytes). Called under the instance
+    lock: whatever a killed run of this instance left there is removed first; both are
+    removed again when the run ends, however it ends."""
+    runs = state_dir() / "runs"
+    runs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir = runs / instance_id
+    _remove_run_dir(private_dir)
+    private_dir.mkdir(mode=0o700)
+    control_dir = Path(tempfile.mkdtemp(prefix="slurm-app-cp-"))
+    (private_dir / "control-dir").write_text(str(control_dir))
+    try:
+        yield private_dir, control_dir
+    finally:
+        _remove_run_dir(private_dir)
+
+
+def _remove_run_dir(private_dir: Path) -> None:
+    if not private_dir.exists():
+        return
+    with contextlib.suppress(OSError):
+        control_dir = Path((private_dir / "control-dir").read_text())
+        if control_dir.name.startswith("slurm-app-cp-"):
+            shutil.rmtree(control_dir, ignore_errors=True)
+    shutil.rmtree(private_dir, ignore_errors=True)
+
+
+def playbook_environment(
+    root: Path, private_dir: Path, control_dir: Path, binary: Path
+) -> dict[str, str]:
     """Everything ansible-playbook gets: nothing of the driver's own environment, which may
     hold the platform's tokens (ansible-runner would pass it on and write it to disk)."""
     return {
@@ -197,7 +256,7 @@ def playbook_environment(root: Path, private_dir: Path, binary: Path) -> dict[st
         "ANSIBLE_ROLES_PATH": str(root / "roles"),
         "ANSIBLE_HOME": str(private_dir / "ansible"),
         "ANSIBLE_LOCAL_TEMP": str(private_dir / "tmp"),
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(private_dir / "cp"),
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
         # what ansible-runner needs to receive the events
@@ -231,6 +290,7 @@ def run_playbook(
     version: Version,
     sink: EventSink,
     on_progress: Callable[[str, dict[str, Any]], None] | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
 ) -> Result:
     spec = version.operation(request.operation.type)
     assert spec is not None
@@ -250,33 +310,48 @@ def run_playbook(
                 message=f"no ansible-playbook beside {sys.executable}: reinstall the driver",
             ),
         )
+    if cancelled():
+        return untouched(request, ErrorInfo(code="cancelled", message="cancelled before start"))
     inventory = build_inventory(request, version, APP_INVENTORY_VARS.get(request.instance.app_slug))
     collector = _Collector(sink, on_progress)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="slurm-app-run-") as private_dir:
-        Path(private_dir).chmod(0o700)
-        inventory_file = Path(private_dir) / "inventory.yml"
+    with run_dir(str(request.instance.id)) as (private_dir, control_dir):
+        inventory_file = private_dir / "inventory.yml"
         inventory_file.write_text(inventory_yaml(inventory.as_runner_inventory()))
         runner = init_runner(
-            private_data_dir=private_dir,
+            private_data_dir=str(private_dir),
             project_dir=str(root),
             playbook=str(playbook),
             inventory=str(inventory_file),
             event_handler=collector,
+            cancel_callback=_stop_when(cancelled),
             quiet=True,
-            settings={"suppress_ansible_output": True, "suppress_output_file": True},
+            settings={
+                "suppress_ansible_output": True,
+                "suppress_output_file": True,
+                # how often the cancel flag is looked at while the playbook runs
+                "pexpect_timeout": 1,
+            },
         )
-        # ansible-runner would look ansible-playbook up on PATH; name ours
-        runner.config.command[0] = str(binary)
+        # ansible-runner would look ansible-playbook up on PATH: name ours, started through
+        # the guard that kills it if the driver dies
+        runner.config.command[:1] = [sys.executable, "-m", "driver.runner.guard", str(binary)]
         runner.config.env = {
-            **playbook_environment(root, Path(private_dir), binary),
+            **playbook_environment(root, private_dir, control_dir, binary),
             "AWX_ISOLATED_DATA_DIR": runner.config.artifact_dir,
         }
         runner.run()
     hosts = _host_stats(collector.stats)
     failed = any(h.failed or h.unreachable for h in hosts.values()) or runner.status != "successful"
+    if runner.status == "canceled":
+        collector.first_error = ErrorInfo(
+            code="cancelled",
+            message=f"cancelled by a signal after {time.monotonic() - started:.0f} s; the "
+            "playbook was stopped, hosts may be partly changed: re-run the same request to "
+            "converge",
+        )
     result = Result(
-        status="failed" if failed else "succeeded",
+        status="cancelled" if runner.status == "canceled" else "failed" if failed else "succeeded",
         error=collector.first_error if failed else None,
         changed=sum(h.changed for h in hosts.values()),
         hosts=hosts,

@@ -42,6 +42,30 @@ def driver(
     )
 
 
+def driver_watching_run_dir(*args: str, env: dict[str, str], state: Path) -> tuple:
+    """`driver` that also reads every file of the run dir while the playbook runs (the run dir
+    is gone afterwards): returns the completed process and those files' contents."""
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "slurm-app-driver"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stdout is not None
+    lines, seen = [], {}
+    for line in process.stdout:
+        lines.append(line)
+        if '"task.started"' in line and not seen:
+            seen = {str(f): f.read_bytes() for f in (state / "runs").rglob("*") if f.is_file()}
+    stderr = process.stderr.read() if process.stderr else ""
+    process.wait(timeout=60)
+    completed = subprocess.CompletedProcess(
+        process.args, process.returncode, "".join(lines), stderr
+    )
+    return completed, seen
+
+
 def events(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
@@ -57,8 +81,8 @@ def deployed(docker_engine, runtime_venv, tmp_path_factory):
     }
     lab.down(SPEC.name)
     request = lab.up(SPEC)
-    before = set(Path("/tmp").glob("slurm-app-run-*"))
-    first = driver("run", str(request), env=env)
+    before = set(Path("/tmp").glob("slurm-app-cp-*"))
+    first, run_files = driver_watching_run_dir("run", str(request), env=env, state=state)
     # the re-run comes from `pip install .` (runtime deps only): the wheel's own bundle
     second = driver("run", str(request), env=env, venv=runtime_venv)
     yield {
@@ -68,6 +92,7 @@ def deployed(docker_engine, runtime_venv, tmp_path_factory):
         "state": state,
         "env": env,
         "tmp_before": before,
+        "run_files": run_files,
     }
     lab.down(SPEC.name)
 
@@ -104,6 +129,7 @@ def test_deploy_succeeds_with_a_complete_result(deployed):
     assert readiness["nodes"] == 2
     assert f"{readiness['job_id']}.0|COMPLETED|2|e2e-w[01-02]" in readiness["accounting_record"]
     bundle = detail["access_bundle"]
+    assert str(credentials_root()) not in json.dumps(result), "a platform path in the result"
     assert bundle["config_paths"]["slurm_conf"] == "/etc/slurm/slurm.conf"
     assert "sinfo" in bundle["commands"]["nodes"]
 
@@ -133,12 +159,17 @@ def test_no_secret_in_output_events_or_disk(deployed):
     ]
     left_on_disk = [p for p in deployed["state"].rglob("*") if p.is_file()]
     left_on_disk += list(deployed["request"].parent.glob("*.json"))
-    assert set(Path("/tmp").glob("slurm-app-run-*")) == deployed["tmp_before"], "run dir left"
+    assert not list((deployed["state"] / "runs").iterdir()), "run dir left"
+    assert set(Path("/tmp").glob("slurm-app-cp-*")) == deployed["tmp_before"], "control dir left"
+    run_files = deployed["run_files"]
+    assert any(name.endswith("inventory.yml") for name in run_files), run_files.keys()
     for secret in secrets:
         for blob in outputs:
             assert secret not in blob
         for path in left_on_disk:
             assert secret not in path.read_bytes(), path
+        for name, content in run_files.items():
+            assert secret not in content, name
 
 
 def test_driver_environment_reaches_no_host(deployed):

@@ -1,10 +1,15 @@
 """`slurm-app-driver run` without containers: the lock, and a host that cannot be reached."""
 
 import json
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, example
 
 from driver.runner.run import instance_lock
@@ -154,3 +159,98 @@ def test_a_failed_lab_up_prints_no_access_bundle(tmp_path, monkeypatch, capsys):
     assert logged[-1]["event"] == "operation.result"
     result = json.loads(request.with_name("deploy-result.json").read_text())
     assert result["status"] == "failed" and "access_bundle" not in result["adapter_detail"]
+
+
+def _local_bundle(tmp_path: Path, marker: Path) -> Path:
+    """The real bundle with a deploy playbook that runs on the control node: a long task, then
+    one that would leave a mark if the playbook were ever let go on after a cancel."""
+    bundle = tmp_path / "bundle"
+    for name in ("manifests", "roles", "ansible.cfg"):
+        (bundle / name).parent.mkdir(parents=True, exist_ok=True)
+        (bundle / name).symlink_to(ROOT / name)
+    (bundle / "playbooks").mkdir()
+    (bundle / "playbooks" / "deploy.yml").write_text(
+        "- hosts: localhost\n"
+        "  gather_facts: false\n"
+        "  tasks:\n"
+        "    - name: Long task\n"
+        "      ansible.builtin.command: sleep 8\n"
+        "    - name: Leave a mark\n"
+        f"      ansible.builtin.copy: {{content: late, dest: {marker}, mode: '0600'}}\n"
+    )
+    return bundle
+
+
+@pytest.fixture
+def short_state():
+    """A state dir with a short path, as in production (SSH control sockets live near it)."""
+    state = Path(tempfile.mkdtemp(prefix="sa-", dir="/tmp"))
+    yield state
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def _start_local_run(tmp_path: Path, marker: Path, state: Path) -> tuple[subprocess.Popen, dict]:
+    path = _request(tmp_path)
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "slurm-app-driver"), "run", str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={
+            "SLURM_APP_STATE_DIR": str(state),
+            "SLURM_APP_BUNDLE": str(_local_bundle(tmp_path, marker)),
+            "SLURM_APP_CREDENTIALS_ROOT": str(tmp_path),
+            "PATH": "/usr/bin:/bin",
+        },
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        event = json.loads(line)
+        if event["event"] == "task.started" and event["task"] == "Long task":
+            break
+    time.sleep(2)  # the sleep is running on the control node now
+    return process, json.loads(path.read_text())
+
+
+def _playbooks_of(state: Path) -> list[str]:
+    found = subprocess.run(["pgrep", "-f", f"{state}/runs"], capture_output=True, text=True)
+    return found.stdout.split()
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_signal_cancels_the_run_and_frees_the_instance(
+    tmp_path, short_state, signal_name, monkeypatch
+):
+    marker, state = tmp_path / "late-mark", short_state
+    process, request = _start_local_run(tmp_path, marker, state)
+    process.send_signal(getattr(signal, signal_name))
+    rest, _ = process.communicate(timeout=60)
+    stream = [json.loads(line) for line in rest.splitlines()]
+    assert process.returncode == 1
+    assert [e["event"] for e in stream[-2:]] == ["operation.cancelled", "operation.result"]
+    result = stream[-1]["result"]
+    assert result["status"] == "cancelled" and result["error"]["code"] == "cancelled"
+    assert not list((state / "runs").iterdir()), "run dir left behind"
+    assert not _playbooks_of(state), "ansible-playbook still running"
+    time.sleep(9)  # past the end of the long task: nothing may run after the result
+    assert not marker.exists()
+    monkeypatch.setenv("SLURM_APP_STATE_DIR", str(state))
+    with instance_lock(request["instance"]["id"]):
+        pass  # free
+
+
+def test_a_killed_driver_takes_its_playbook_along_and_the_next_run_cleans_up(tmp_path, short_state):
+    marker, state = tmp_path / "late-mark", short_state
+    process, _ = _start_local_run(tmp_path, marker, state)
+    process.kill()
+    process.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while _playbooks_of(state) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _playbooks_of(state), "ansible-playbook outlived the driver"
+    left = list((state / "runs").iterdir())
+    assert len(left) == 1, "a killed run leaves its folder until the next run"
+    time.sleep(9)
+    assert not marker.exists()
+    again = _run(_request(tmp_path), state)  # unreachable hosts: fails, but cleans up first
+    assert again.returncode == 1
+    assert not list((state / "runs").iterdir())

@@ -1,0 +1,66 @@
+"""`python -m driver.runner.guard PROGRAM ARGS...`: runs ansible-playbook so that no part of it
+outlives the driver's run, however the run ends.
+
+ansible-runner starts the playbook in a session of its own, and Ansible's workers each start
+another (setsid), so neither a process-group kill nor the driver's death reaches them: a
+worker would finish its task on the hosts after the driver gave its result and released the
+instance lock. The guard is the playbook's parent; it adopts every orphan of the tree (child
+subreaper), is told by the kernel when the driver dies (parent-death signal), and on SIGTERM
+ends the whole tree before it exits.
+"""
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from types import FrameType
+
+import psutil
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+# Seconds the tree gets between SIGTERM and SIGKILL.
+GRACE_S = 5
+
+
+def end_tree(root: psutil.Process) -> None:
+    """SIGTERM every descendant of `root`, SIGKILL those still there after the grace time."""
+    try:
+        tree = root.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return
+    for process in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.terminate()
+    _, alive = psutil.wait_procs(tree, timeout=GRACE_S)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(alive, timeout=GRACE_S)
+
+
+def _prctl(option: int, value: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        sys.exit(f"prctl({option}) failed: {os.strerror(ctypes.get_errno())}")
+
+
+def main() -> None:
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() == 1:
+        sys.exit("the driver is already gone")  # it died before the signal was armed
+
+    def stop(number: int, _frame: FrameType | None) -> None:
+        end_tree(psutil.Process())
+        os._exit(128 + number)
+
+    signal.signal(signal.SIGTERM, stop)
+    playbook = subprocess.Popen(sys.argv[1:])
+    sys.exit(playbook.wait())
+
+
+if __name__ == "__main__":
+    main()
