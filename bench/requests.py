@@ -27,6 +27,7 @@ def add_worker_request(workers: int) -> dict[str, Any]:
                 "cpus": 64,
                 "memory_mb": 256000,
                 "gpus": 0,
+                "ssh_host_keys": data["allocations"][0]["ssh_host_keys"],
             }
         )
         data["members"].append(

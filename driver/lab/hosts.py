@@ -27,6 +27,11 @@ class LabHost:
     name: str
     address: str
     container_id: str
+    # what its sshd presents; the platform would register these with the allocation
+    ssh_host_keys: list[str]
+
+
+HOST_KEYS_MADE = "/etc/ssh/.slurm-app-lab-host-keys"
 
 
 def network_name(lab: str) -> str:
@@ -90,7 +95,10 @@ def start_hosts(lab: str, names: list[str], image: str, public_key: str) -> list
             container,
             "install -d -m 0700 /root/.ssh && "
             f"printf '%s\\n' '{public_key}' > /root/.ssh/authorized_keys && "
-            "chmod 0600 /root/.ssh/authorized_keys && systemctl is-active ssh",
+            "chmod 0600 /root/.ssh/authorized_keys && "
+            # the image carries the host keys made when it was built: each host gets its own
+            f"if [ ! -e {HOST_KEYS_MADE} ]; then rm -f /etc/ssh/ssh_host_* && ssh-keygen -A && "
+            f"touch {HOST_KEYS_MADE} && systemctl restart ssh; fi && systemctl is-active ssh",
         )
         container.reload()
     return [
@@ -98,9 +106,16 @@ def start_hosts(lab: str, names: list[str], image: str, public_key: str) -> list
             name=c.labels[f"{LABEL}.host"],
             address=c.attrs["NetworkSettings"]["Networks"][network]["IPAddress"],
             container_id=c.id,
+            ssh_host_keys=host_keys(c),
         )
         for c in hosts
     ]
+
+
+def host_keys(container: Any) -> list[str]:
+    """The public host keys the container's sshd presents, without their comments."""
+    listed = _exec(container, "cat /etc/ssh/ssh_host_*_key.pub")
+    return [" ".join(line.split()[:2]) for line in listed.splitlines() if line.strip()]
 
 
 def lab_containers(lab: str | None = None) -> list[Any]:

@@ -71,6 +71,7 @@ def _allocation(spec: LabSpec, host: LabHost) -> dict[str, Any]:
         "ssh_user": "root",
         "ssh_port": 22,
         "gpus": 0,
+        "ssh_host_keys": host.ssh_host_keys,
     }
 
 

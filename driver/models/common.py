@@ -42,6 +42,14 @@ Hostname = Annotated[
 NetworkAddress = Annotated[
     str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.:-]*$", max_length=253)
 ]
+# An OpenSSH public host key, without comment: what the allocation's sshd must present.
+SshHostKey = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^(ssh-ed25519|ecdsa-sha2-nistp(256|384|521)|ssh-rsa) [A-Za-z0-9+/]+={0,3}$",
+        max_length=4096,
+    ),
+]
 PosixName = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]*$", max_length=32)]
 
 

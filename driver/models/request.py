@@ -23,6 +23,7 @@ from driver.models.common import (
     OperationType,
     PosixName,
     Slug,
+    SshHostKey,
     StrictModel,
 )
 
@@ -92,6 +93,13 @@ class Allocation(StrictModel):
     cpus: Annotated[int, Field(ge=1, le=100000)] | SkipJsonSchema[None] = None
     memory_mb: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = None
     gpus: Annotated[int, Field(ge=0, le=64)] = 0
+    ssh_host_keys: list[SshHostKey] = Field(
+        min_length=1,
+        max_length=8,
+        description="The public host keys the allocation's sshd presents (as in "
+        "/etc/ssh/ssh_host_*_key.pub, without comment). The driver connects only to a host that "
+        "proves one of them: whatever else answers at the address gets nothing.",
+    )
 
 
 class Credentials(StrictModel):

@@ -36,6 +36,8 @@ class Inventory:
     group_vars: dict[str, Any] = field(default_factory=dict)
     # allocation id -> inventory host name, for mapping results back to members
     allocation_hosts: dict[UUID, str] = field(default_factory=dict)
+    # host name -> its known_hosts lines: the only keys SSH accepts from it
+    known_hosts: dict[str, list[str]] = field(default_factory=dict)
 
     def add(self, allocation: Allocation, groups: list[str], key_file: str) -> None:
         name = allocation.hostname
@@ -50,10 +52,19 @@ class Inventory:
             },
         )
         self.allocation_hosts[allocation.id] = name
+        where = (
+            allocation.address
+            if allocation.ssh_port == 22
+            else f"[{allocation.address}]:{allocation.ssh_port}"
+        )
+        self.known_hosts[name] = [f"{where} {key}" for key in allocation.ssh_host_keys]
         for group in groups:
             members = self.groups.setdefault(group, [])
             if name not in members:
                 members.append(name)
+
+    def known_hosts_text(self) -> str:
+        return "".join(f"{line}\n" for lines in self.known_hosts.values() for line in lines)
 
     def as_runner_inventory(self) -> dict[str, Any]:
         """The YAML-plugin shape (dicts), which ansible-runner passes through intact."""
@@ -82,8 +93,9 @@ _InventoryDumper.add_representer(
 
 
 def _unsafe(value: Any) -> Any:
+    # ansible-core 2.19 loads `!unsafe ''` as None; an empty string holds no template anyway
     if isinstance(value, str):
-        return Unsafe(value)
+        return Unsafe(value) if value else value
     if isinstance(value, dict):
         return {key: _unsafe(item) for key, item in value.items()}
     if isinstance(value, list):

@@ -83,6 +83,10 @@ def count_plays(playbook: Path) -> int:
     return len(plays) if isinstance(plays, list) else 1
 
 
+# What OpenSSH prints when a host's key is not the one known for it.
+HOST_KEY_SIGNS = ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED")
+
+
 class _Collector:
     """Turns ansible-runner events into ours; keeps nothing of task results but names and msg."""
 
@@ -142,6 +146,13 @@ class _Collector:
             )
         elif kind == "runner_on_unreachable":
             message = f"{self.task}: {(data.get('res') or {}).get('msg', 'unreachable')}"
+            code = "host_unreachable"
+            if any(sign in message for sign in HOST_KEY_SIGNS):
+                code = "host_key_mismatch"
+                message = (
+                    f"{self.task}: the host did not present the SSH host key the request "
+                    "carries for it; nothing was sent to it"
+                )
             self.sink(
                 EventType.HOST_UNREACHABLE,
                 play=self.play,
@@ -149,9 +160,7 @@ class _Collector:
                 host=host,
                 message=message,
             )
-            self.first_error = self.first_error or ErrorInfo(
-                code="host_unreachable", message=message, host=host
-            )
+            self.first_error = self.first_error or ErrorInfo(code=code, message=message, host=host)
         elif kind == "verbose":
             lines = [line for line in str(raw.get("stdout", "")).splitlines() if line.strip()]
             self.verbose_tail = (self.verbose_tail + lines)[-50:]
@@ -257,6 +266,17 @@ def playbook_environment(
         "ANSIBLE_HOME": str(private_dir / "ansible"),
         "ANSIBLE_LOCAL_TEMP": str(private_dir / "tmp"),
         "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir),
+        # Only the host keys the request carries: whatever else answers at an allocation's
+        # address gets nothing (it would receive the munge key, which forges credentials).
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_SSH_ARGS": " ".join(
+            (
+                "-o ControlMaster=auto -o ControlPersist=60s",
+                "-o StrictHostKeyChecking=yes -o CheckHostIP=no",
+                f"-o UserKnownHostsFile={private_dir / 'known_hosts'}",
+                "-o GlobalKnownHostsFile=/dev/null",
+            )
+        ),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
         # what ansible-runner needs to receive the events
@@ -318,6 +338,7 @@ def run_playbook(
     with run_dir(str(request.instance.id)) as (private_dir, control_dir):
         inventory_file = private_dir / "inventory.yml"
         inventory_file.write_text(inventory_yaml(inventory.as_runner_inventory()))
+        (private_dir / "known_hosts").write_text(inventory.known_hosts_text())
         runner = init_runner(
             private_data_dir=str(private_dir),
             project_dir=str(root),

@@ -1,6 +1,7 @@
 """The app controller's view: deploy a 2-worker lab cluster through the driver CLI."""
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,8 @@ import pytest
 from driver.catalog import credentials_root
 from driver.lab import lab
 from driver.lab.engine import docker_client
+from driver.lab.hosts import LABEL
+from driver.runner.run import instance_lock
 
 pytestmark = pytest.mark.containers
 
@@ -184,3 +187,56 @@ def test_lab_hosts_are_labelled(deployed):
     names = {c.labels["io.slurm-app.lab.host"] for c in lab.lab_containers(SPEC.name)}
     assert names == {"e2e-ctl", "e2e-w01", "e2e-w02"}
     assert docker_client().networks.list(names=["slurm-app-lab-e2e"])
+
+
+def test_sigterm_mid_run_cancels_it_and_a_rerun_converges(deployed, monkeypatch):
+    state, env = deployed["state"], deployed["env"]
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "slurm-app-driver"), "run", str(deployed["request"])],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        event = json.loads(line)
+        if event["event"] == "task.started" and event["play"].startswith("Workers"):
+            break
+    process.send_signal(signal.SIGTERM)
+    rest, _ = process.communicate(timeout=120)
+    final = events(rest)[-1]
+    assert process.returncode == 1
+    assert final["event"] == "operation.result" and final["result"]["status"] == "cancelled"
+    assert not list((state / "runs").iterdir()), "run dir left"
+    left = subprocess.run(["pgrep", "-f", str(state / "runs")], capture_output=True, text=True)
+    assert not left.stdout.split(), "a process of the cancelled run is still there"
+    monkeypatch.setenv("SLURM_APP_STATE_DIR", str(state))
+    with instance_lock(json.loads(deployed["request"].read_text())["instance"]["id"]):
+        pass  # free
+    again = driver("run", str(deployed["request"]), env=env)
+    assert again.returncode == 0, again.stdout[-2000:]
+    assert events(again.stdout)[-1]["result"]["changed"] == 0
+
+
+def test_a_host_presenting_another_key_gets_nothing(deployed):
+    """Last in this module: it gives e2e-w01 new host keys, as an impostor at its address."""
+    worker = next(
+        c for c in lab.lab_containers(SPEC.name) if c.labels[f"{LABEL}.host"] == "e2e-w01"
+    )
+    changed = worker.exec_run(
+        ["/bin/sh", "-c", "rm -f /etc/ssh/ssh_host_* && ssh-keygen -A && systemctl restart ssh"]
+    )
+    assert changed.exit_code == 0, changed.output.decode()
+    result = driver("run", str(deployed["request"]), env=deployed["env"])
+    assert result.returncode == 1, result.stdout[-2000:]
+    stream = events(result.stdout)
+    final = stream[-1]["result"]
+    assert final["error"]["code"] == "host_key_mismatch"
+    assert final["error"]["host"] == "e2e-w01"
+    assert final["changed"] == 0
+    # nothing past the preflight ran anywhere, not even on the hosts that answered correctly
+    assert {e["play"] for e in stream if e["event"] == "task.started"} == {
+        "Preflight - every host answers, with its registered host key"
+    }
+    statuses = {m["member_id"]: m["status"] for m in final["members"]}
+    assert statuses["e2e-worker-e2e-w01"] == "failed"

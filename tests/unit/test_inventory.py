@@ -102,6 +102,9 @@ def test_apply_defaults_fills_nested_objects_only_where_missing():
 PLAYBOOK_BINARY = str(Path(sys.executable).parent / "ansible-playbook")
 
 
+NUMBER_TAG, BOOL_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:bool"
+
+
 def _string_scalars(node, is_key=False):
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
@@ -110,7 +113,8 @@ def _string_scalars(node, is_key=False):
     elif isinstance(node, yaml.SequenceNode):
         for item in node.value:
             yield from _string_scalars(item)
-    elif not is_key and node.tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:bool"):
+    # ansible-core 2.19 reads `!unsafe ''` as None: empty strings are left plain
+    elif not is_key and node.value != "" and node.tag not in (NUMBER_TAG, BOOL_TAG):
         yield node
 
 
@@ -135,7 +139,10 @@ def test_request_strings_reach_ansible_unevaluated(tmp_path):
                     "label": payload,
                 }
             },
-            "vars": {"config": {"users": [{"name": payload}], "cluster_name": payload}},
+            "vars": {
+                "config": {"users": [{"name": payload}], "cluster_name": payload},
+                "empty": "",
+            },
         }
     }
     inventory = tmp_path / "inventory.yml"
@@ -152,7 +159,7 @@ def test_request_strings_reach_ansible_unevaluated(tmp_path):
                         {
                             "ansible.builtin.copy": {
                                 "content": "{{ label }}\n{{ config.users[0].name }}\n"
-                                "{{ config.cluster_name }}\n",
+                                "{{ config.cluster_name }}\n{{ empty | length }}\n",
                                 "dest": str(out),
                                 "mode": "0600",
                             }
@@ -177,4 +184,4 @@ def test_request_strings_reach_ansible_unevaluated(tmp_path):
     )
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert not marker.exists()
-    assert out.read_text() == f"{payload}\n" * 3
+    assert out.read_text() == f"{payload}\n" * 3 + "0\n"

@@ -103,15 +103,19 @@ def test_unreachable_hosts_fail_the_operation(tmp_path):
     result = _run(_request(tmp_path), tmp_path / "state")
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
     events = [json.loads(line) for line in result.stdout.splitlines()]
-    assert any(e["event"] == "host.unreachable" for e in events)
+    unreachable = [e for e in events if e["event"] == "host.unreachable"]
+    # The preflight play reaches every host before anything changes: all three are found out
+    assert {e["host"] for e in unreachable} == {"slurm-ctl", "gpu-01", "gpu-02"}
+    assert {e["play"] for e in events if e["event"] == "task.started"} == {
+        "Preflight - every host answers, with its registered host key"
+    }
     final = events[-1]["result"]
     assert final["status"] == "failed"
     assert final["error"]["code"] == "host_unreachable"
-    assert final["error"]["host"] == "slurm-ctl"
+    assert final["error"]["host"] in {"slurm-ctl", "gpu-01", "gpu-02"}
     assert final["instance"]["status"] == "failed"
     statuses = {m["member_id"]: m["status"] for m in final["members"]}
-    # The first play (controller only) fails; the workers were never reached.
-    assert statuses == {"m-ctl": "failed", "m-w1": "pending", "m-w2": "pending"}
+    assert statuses == {"m-ctl": "failed", "m-w1": "failed", "m-w2": "failed"}
     assert final["hosts"]["slurm-ctl"]["unreachable"] == 1
 
 
@@ -254,3 +258,16 @@ def test_a_killed_driver_takes_its_playbook_along_and_the_next_run_cleans_up(tmp
     again = _run(_request(tmp_path), state)  # unreachable hosts: fails, but cleans up first
     assert again.returncode == 1
     assert not list((state / "runs").iterdir())
+
+
+def test_an_exception_inside_run_still_ends_with_a_result(tmp_path):
+    state = tmp_path / "state"
+    state.write_text("a file where the state folder should be")  # the lock cannot be made
+    result = _run(_request(tmp_path), state)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stdout + result.stderr
+    final = [json.loads(line) for line in result.stdout.splitlines()][-1]
+    assert final["event"] == "operation.result"
+    assert final["result"]["status"] == "failed"
+    assert final["result"]["error"]["code"] == "internal_error"
+    assert final["result"]["error"]["message"].startswith(("FileExistsError", "NotADirectoryError"))
