@@ -14,21 +14,20 @@ from rich.console import Console
 from rich.markup import escape
 
 from driver import __version__
-from driver.catalog import CatalogError, bundle_root
+from driver.catalog import CatalogError
 from driver.documents import DocumentError, load_request
+from driver.events import Context, ErrorInfo, EventSink, EventType, Result
 from driver.findings import Finding, Severity, render_human, render_json
+from driver.inventory import inventory_yaml
 from driver.lab.distros import DEFAULT_DISTRO, DISTROS
 from driver.lab.errors import LabError
 from driver.lint import UsageError, lint_paths, resolve_manifests
 from driver.models.request import OperationRequest
 from driver.request_check import RequestCheck, check_request
-from driver.runner.events import Context, ErrorInfo, EventSink, EventType, Result
-from driver.runner.inventory import build_inventory, inventory_yaml
 from driver.runner.progress import TextProgress
 from driver.runner.run import (
-    APP_INVENTORY_VARS,
     InstanceBusy,
-    count_plays,
+    RunPlan,
     instance_lock,
     run_playbook,
     untouched,
@@ -118,10 +117,7 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     if isinstance(loaded, int):
         return loaded
     assert loaded.request is not None and loaded.version is not None
-    inventory = build_inventory(
-        loaded.request, loaded.version, APP_INVENTORY_VARS.get(loaded.request.instance.app_slug)
-    )
-    body = inventory.as_runner_inventory()
+    body = RunPlan.of(loaded.request, loaded.version).inventory.as_runner_inventory()
     if args.format == "json":
         print(json.dumps(body, indent=2))
     else:
@@ -151,11 +147,12 @@ def execute(
         try:
             with instance_lock(str(request.instance.id)), cancellation() as cancelled:
                 sink(EventType.OPERATION_STARTED)
+                plan = RunPlan.of(request, version)
                 if text:
-                    with TextProgress(console, *_progress_size(loaded)) as progress:
-                        result = run_playbook(request, version, sink, progress, cancelled)
+                    with TextProgress(console, plan.plays, len(plan.inventory.hosts)) as progress:
+                        result = run_playbook(plan, sink, progress, cancelled)
                 else:
-                    result = run_playbook(request, version, sink, cancelled=cancelled)
+                    result = run_playbook(plan, sink, cancelled=cancelled)
         except InstanceBusy as exc:
             result = untouched(request, ErrorInfo(code="instance_busy", message=str(exc)))
             code = Exit.BUSY
@@ -195,18 +192,6 @@ def cancellation() -> Iterator[Callable[[], bool]]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-
-
-def _progress_size(loaded: RequestCheck) -> tuple[int, int]:
-    """Plays and hosts, for the text progress bar."""
-    request, version = loaded.request, loaded.version
-    assert request is not None and version is not None
-    spec = version.operation(request.operation.type)
-    assert spec is not None
-    playbook = bundle_root() / spec.playbook
-    plays = count_plays(playbook) if playbook.is_file() else 0
-    inventory = build_inventory(request, version, APP_INVENTORY_VARS.get(request.instance.app_slug))
-    return plays, len(inventory.hosts)
 
 
 def render_result(console: Console, request: OperationRequest, result: Result) -> None:

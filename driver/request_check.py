@@ -11,7 +11,7 @@ import os
 import re
 import stat
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -20,7 +20,8 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from driver.catalog import LoadedEntry, credentials_root, load_entry
+from driver.apps import adapter_for
+from driver.catalog import credentials_root, load_entry
 from driver.documents import Document, LinePath
 from driver.findings import Finding
 from driver.models.manifest import OperationTarget, Version
@@ -43,7 +44,6 @@ class RequestCheck:
 
     findings: list[Finding] = field(default_factory=list)
     request: OperationRequest | None = None
-    loaded: LoadedEntry | None = None
     version: Version | None = None
 
     @property
@@ -145,22 +145,6 @@ def _bound_allocations(
 # Host names become inventory names and Slurm NodeNames: none may be an Ansible pattern or
 # group, or a Slurm keyword (`NodeName=DEFAULT` sets defaults for every later node).
 RESERVED_HOSTNAMES = frozenset({"default", "all", "ungrouped", "localhost"})
-# Accounts of the system and of the daemons this bundle runs; cluster users get a group named
-# after them too, so group names count (a user `sudo` would renumber the sudo group).
-RESERVED_ACCOUNTS = frozenset(
-    {
-        "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp",
-        "proxy", "www-data", "backup", "list", "irc", "gnats", "nobody", "nogroup", "adm",
-        "tty", "disk", "kmem", "dialout", "fax", "voice", "cdrom", "floppy", "tape", "sudo",
-        "audio", "dip", "operator", "src", "shadow", "utmp", "video", "sasl", "plugdev",
-        "staff", "users", "input", "kvm", "render", "sgx", "netdev", "crontab", "messagebus",
-        "sshd", "ssh", "polkitd", "syslog", "statd", "tss", "uuidd", "slurm", "munge",
-        "mysql", "prometheus", "grafana", "node-exporter", "apache", "ood", "admin", "wheel",
-    }
-)  # fmt: skip
-RESERVED_ACCOUNT_PREFIXES = ("_", "systemd-")
-# The first login user of most cloud images: taken only when a user claims it explicitly.
-FIRST_LOGIN_ID = 1000
 
 
 class _Rules:
@@ -344,93 +328,6 @@ class _Rules:
             )
 
 
-def _slurm_reference_rules(rules: _Rules) -> None:
-    request = rules.request
-    config, placement = request.instance.config, request.instance.placement_intent
-    controller = placement.get("controller_allocation_id")
-    if placement.get("worker_placement") == "separate":
-        for index, member in enumerate(request.members):
-            if member.component_key == "worker" and member.allocation_id == UUID(controller):
-                rules.add(
-                    "member-mismatch",
-                    ("members", index, "allocation_id"),
-                    "separate placement: no worker runs on the controller's allocation",
-                )
-    partitions = config.get("partitions")
-    if isinstance(partitions, list):
-        names = [p.get("name") for p in partitions]
-        for name, count in Counter(names).items():
-            if count > 1:
-                rules.add(
-                    "duplicate-key",
-                    (
-                        "instance",
-                        "config",
-                        "partitions",
-                        names.index(name, names.index(name) + 1),
-                        "name",
-                    ),
-                    f"partition {name!r} appears {count} times",
-                )
-        defaults = sum(1 for p in partitions if p.get("default"))
-        if defaults != 1:
-            rules.add(
-                "config-inconsistent",
-                ("instance", "config", "partitions"),
-                f"expected exactly one default partition, got {defaults}",
-            )
-    users = config.get("users")
-    if isinstance(users, list):
-        _user_rules(rules, users)
-
-
-def _user_rules(rules: _Rules, users: list[dict[str, Any]]) -> None:
-    """Names and ids must be the cluster's own: no system or daemon account, no id twice
-    (each user's group takes its gid, by default its uid)."""
-    base: LinePath = ("instance", "config", "users")
-    names = [u.get("name") for u in users]
-    for name, count in Counter(names).items():
-        if count > 1:
-            index = len(names) - 1 - names[::-1].index(name)
-            rules.add(
-                "duplicate-key", (*base, index, "name"), f"user {name!r} appears {count} times"
-            )
-    owner: dict[tuple[str, int], int] = {}
-    for index, user in enumerate(users):
-        name = str(user.get("name", ""))
-        if name in RESERVED_ACCOUNTS or name.startswith(RESERVED_ACCOUNT_PREFIXES):
-            rules.add(
-                "reserved-name",
-                (*base, index, "name"),
-                "expected a name that no system account, group or bundle daemon uses",
-            )
-        ids = {"uid": user.get("uid"), "gid": user.get("gid", user.get("uid"))}
-        for kind, value in ids.items():
-            if not isinstance(value, int):
-                continue
-            field = kind if kind in user else "uid"
-            if value == FIRST_LOGIN_ID and not user.get("claim_id_1000"):
-                rules.add(
-                    "reserved-id",
-                    (*base, index, field),
-                    "1000 is the first login user of most cloud images; set claim_id_1000 "
-                    "to take it over deliberately",
-                )
-            first = owner.setdefault((kind, value), index)
-            if first != index:
-                rules.add(
-                    "duplicate-id",
-                    (*base, index, field),
-                    f"{kind} {value} is already used by users[{first}]"
-                    + ("" if kind in user else " (the gid defaults to the uid)"),
-                )
-
-
-APP_RULES: dict[str, Callable[[_Rules], None]] = {
-    "slurm-reference": _slurm_reference_rules,
-}
-
-
 def _linked_instances(
     doc: Document, request: OperationRequest, version: Version, allocation_ids: set[UUID]
 ) -> list[Finding]:
@@ -607,9 +504,8 @@ def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
     bound = rules.placement()
     rules.members(bound)
     rules.target()
-    app_rules = APP_RULES.get(loaded.entry.slug)
-    if app_rules is not None:
-        app_rules(rules)
+    for violation in adapter_for(loaded.entry.slug).rules(request, version):
+        rules.add(violation.code, violation.path, violation.message)
     rules.findings += _linked_instances(doc, request, version, rules.allocation_ids)
     if not request.credentials.secrets_dir:
         for path, _name in _secret_refs(request.instance.config, ("instance", "config")):
@@ -622,5 +518,5 @@ def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
         rules.findings += check_files(doc, request)
     result.findings = rules.findings
     if not result.findings:
-        result.request, result.loaded, result.version = request, loaded, version
+        result.request, result.version = request, version
     return result

@@ -1,11 +1,15 @@
 """What the driver knows about the slurm-reference app beyond its manifest."""
 
-from typing import Any
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any, ClassVar
 from uuid import UUID
 
+from driver.apps.base import AppAdapter, Violation
+from driver.documents import LinePath
+from driver.inventory import Inventory, apply_defaults
 from driver.models.manifest import Version
 from driver.models.request import OperationRequest
-from driver.runner.inventory import Inventory, apply_defaults
 
 CONFIG_PATHS = {
     "slurm_conf": "/etc/slurm/slurm.conf",
@@ -24,28 +28,212 @@ LOG_PATHS = {
 }
 
 
-def inventory_vars(request: OperationRequest, version: Version, inventory: Inventory) -> None:
-    """Role variables from the instance config, and same_node's controller-as-worker."""
-    config = apply_defaults(version.config_schema, request.instance.config)
-    placement = request.instance.placement_intent
-    if request.operation.type == "deploy" and placement.get("worker_placement") == "same_node":
-        controller = request.allocation(UUID(placement["controller_allocation_id"]))
-        if controller is not None:
-            inventory.add(controller, ["slurm_workers"], request.credentials.ssh_private_key_file)
-    accounting = config["accounting"]
-    inventory.group_vars.update(
-        {
-            "slurm_controller_cluster_name": config["cluster_name"],
-            "slurm_controller_partitions": config["partitions"],
-            "slurm_controller_accounting_enabled": accounting["enabled"],
-            "slurm_controller_default_account": accounting["default_account"],
-            "slurm_common_users": config["users"],
-            "slurm_common_munge_key_src": request.credentials.munge_key_file or "",
+# Operation options -> the role variable that receives each (defaults from the options schema).
+OPTION_VARS = {"wait_idle_timeout_s": "slurm_worker_wait_idle_timeout"}
+MEMBER_OPERATIONS = "its operation's playbook does not exist yet (member-operations issue)"
+PENDING_OPTIONS = dict.fromkeys(("drain_timeout_s", "reason", "force"), MEMBER_OPERATIONS)
+
+
+class SlurmReference(AppAdapter):
+    slug = "slurm-reference"
+    config_fields = frozenset({"cluster_name", "partitions", "accounting", "users"})
+    pending_config: ClassVar[dict[str, str]] = {
+        "monitoring": "the monitoring role does not exist yet (monitoring issue)",
+        "storage": "one model only (allocation_local): nothing for a role to choose",
+    }
+
+    def rules(self, request: OperationRequest, version: Version) -> Iterator[Violation]:
+        return _rules(request)
+
+    def inventory_vars(
+        self, request: OperationRequest, version: Version, inventory: Inventory
+    ) -> None:
+        """Role variables from the config and the options (defaults applied), and
+        same_node's controller-as-worker."""
+        config = apply_defaults(version.config_schema, request.instance.config)
+        placement = request.instance.placement_intent
+        if request.operation.type == "deploy" and placement.get("worker_placement") == "same_node":
+            controller = request.allocation(UUID(placement["controller_allocation_id"]))
+            if controller is not None:
+                inventory.add(
+                    controller, ["slurm_workers"], request.credentials.ssh_private_key_file
+                )
+        accounting = config["accounting"]
+        inventory.group_vars.update(
+            {
+                "slurm_controller_cluster_name": config["cluster_name"],
+                "slurm_controller_partitions": config["partitions"],
+                "slurm_controller_accounting_enabled": accounting["enabled"],
+                "slurm_controller_default_account": accounting["default_account"],
+                "slurm_common_users": config["users"],
+                "slurm_common_munge_key_src": request.credentials.munge_key_file or "",
+            }
+        )
+        spec = version.operation(request.operation.type)
+        schema = spec.options_schema if spec is not None else {}
+        options = apply_defaults(schema, request.operation.options)
+        for option, value in options.items():
+            if option in OPTION_VARS:
+                inventory.group_vars[OPTION_VARS[option]] = value
+
+    def detail(
+        self,
+        request: OperationRequest,
+        inventory: Inventory,
+        reported: dict[str, Any],
+        failed: bool,
+    ) -> dict[str, Any]:
+        controller = reported.get("slurm_app_controller") or {}
+        if not controller:
+            return {}
+        detail: dict[str, Any] = {
+            "cluster_name": controller.get("cluster_name"),
+            "daemon_versions": {
+                **controller.get("versions", {}),
+                "slurmd": reported.get("slurm_app_slurmd_versions", {}),
+            },
+            "nodes": nodes_of(controller.get("nodes", [])),
+            "accounting": controller.get("accounting"),
+            "profile": controller.get("profile"),
+            "readiness": _readiness(controller.get("smoke_test")),
         }
-    )
-    options = request.operation.options
-    if "wait_idle_timeout_s" in options:
-        inventory.group_vars["slurm_worker_wait_idle_timeout"] = options["wait_idle_timeout_s"]
+        # An access bundle is a promise that there is a cluster to use: only after a success.
+        if not failed:
+            users = request.instance.config.get("users") or []
+            detail["access_bundle"] = access_bundle(
+                request,
+                inventory,
+                detail.get("cluster_name") or "",
+                users[0]["name"] if users else None,
+            )
+        return detail
+
+
+def nodes_of(rows: list[list[str]]) -> list[dict[str, Any]]:
+    """sinfo -N prints a node once per partition: one entry per node, partitions gathered."""
+    nodes: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if len(row) < 5:
+            continue
+        name, state, cpus, gres, partition = row[:5]
+        node = nodes.setdefault(
+            name,
+            {
+                "name": name,
+                "state": state,
+                "cpus": int(cpus) if cpus.isdigit() else None,
+                "gres": None if gres == "(null)" else gres,
+                "partitions": [],
+            },
+        )
+        node["partitions"].append(partition.rstrip("*"))
+    return list(nodes.values())
+
+
+def _readiness(smoke: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not smoke:
+        return None
+    nodes = str(smoke.get("nodes", ""))
+    return {**smoke, "nodes": int(nodes) if nodes.isdigit() else None}
+
+
+# Accounts of the system and of the daemons this bundle runs; cluster users get a group named
+# after them too, so group names count (a user `sudo` would renumber the sudo group).
+RESERVED_ACCOUNTS = frozenset(
+    {
+        "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp",
+        "proxy", "www-data", "backup", "list", "irc", "gnats", "nobody", "nogroup", "adm",
+        "tty", "disk", "kmem", "dialout", "fax", "voice", "cdrom", "floppy", "tape", "sudo",
+        "audio", "dip", "operator", "src", "shadow", "utmp", "video", "sasl", "plugdev",
+        "staff", "users", "input", "kvm", "render", "sgx", "netdev", "crontab", "messagebus",
+        "sshd", "ssh", "polkitd", "syslog", "statd", "tss", "uuidd", "slurm", "munge",
+        "mysql", "prometheus", "grafana", "node-exporter", "apache", "ood", "admin", "wheel",
+    }
+)  # fmt: skip
+RESERVED_ACCOUNT_PREFIXES = ("_", "systemd-")
+# The first login user of most cloud images: taken only when a user claims it explicitly.
+FIRST_LOGIN_ID = 1000
+
+
+def _rules(request: OperationRequest) -> Iterator[Violation]:
+    config, placement = request.instance.config, request.instance.placement_intent
+    controller = placement.get("controller_allocation_id")
+    if placement.get("worker_placement") == "separate":
+        for index, member in enumerate(request.members):
+            if member.component_key == "worker" and member.allocation_id == UUID(controller):
+                yield Violation(
+                    "member-mismatch",
+                    ("members", index, "allocation_id"),
+                    "separate placement: no worker runs on the controller's allocation",
+                )
+    partitions = config.get("partitions")
+    if isinstance(partitions, list):
+        names = [p.get("name") for p in partitions]
+        for name, count in Counter(names).items():
+            if count > 1:
+                yield Violation(
+                    "duplicate-key",
+                    (
+                        "instance",
+                        "config",
+                        "partitions",
+                        names.index(name, names.index(name) + 1),
+                        "name",
+                    ),
+                    f"partition {name!r} appears {count} times",
+                )
+        defaults = sum(1 for p in partitions if p.get("default"))
+        if defaults != 1:
+            yield Violation(
+                "config-inconsistent",
+                ("instance", "config", "partitions"),
+                f"expected exactly one default partition, got {defaults}",
+            )
+    users = config.get("users")
+    if isinstance(users, list):
+        yield from _user_rules(users)
+
+
+def _user_rules(users: list[dict[str, Any]]) -> Iterator[Violation]:
+    """Names and ids must be the cluster's own: no system or daemon account, no id twice
+    (each user's group takes its gid, by default its uid)."""
+    base: LinePath = ("instance", "config", "users")
+    names = [u.get("name") for u in users]
+    for name, count in Counter(names).items():
+        if count > 1:
+            index = len(names) - 1 - names[::-1].index(name)
+            yield Violation(
+                "duplicate-key", (*base, index, "name"), f"user {name!r} appears {count} times"
+            )
+    owner: dict[tuple[str, int], int] = {}
+    for index, user in enumerate(users):
+        name = str(user.get("name", ""))
+        if name in RESERVED_ACCOUNTS or name.startswith(RESERVED_ACCOUNT_PREFIXES):
+            yield Violation(
+                "reserved-name",
+                (*base, index, "name"),
+                "expected a name that no system account, group or bundle daemon uses",
+            )
+        ids = {"uid": user.get("uid"), "gid": user.get("gid", user.get("uid"))}
+        for kind, value in ids.items():
+            if not isinstance(value, int):
+                continue
+            field = kind if kind in user else "uid"
+            if value == FIRST_LOGIN_ID and not user.get("claim_id_1000"):
+                yield Violation(
+                    "reserved-id",
+                    (*base, index, field),
+                    "1000 is the first login user of most cloud images; set claim_id_1000 "
+                    "to take it over deliberately",
+                )
+            first = owner.setdefault((kind, value), index)
+            if first != index:
+                yield Violation(
+                    "duplicate-id",
+                    (*base, index, field),
+                    f"{kind} {value} is already used by users[{first}]"
+                    + ("" if kind in user else " (the gid defaults to the uid)"),
+                )
 
 
 def access_bundle(

@@ -10,6 +10,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,10 @@ import yaml
 from ansible_runner.interface import init_runner
 from ansible_runner.utils import get_callback_dir
 
-from driver.apps import slurm_reference
+from driver.apps import adapter_for
+from driver.apps.base import AppAdapter
 from driver.catalog import bundle_root, state_dir
-from driver.models.manifest import Version
-from driver.models.request import MemberStatus, OperationRequest
-from driver.runner.events import (
+from driver.events import (
     ErrorInfo,
     EventSink,
     EventType,
@@ -32,29 +32,10 @@ from driver.runner.events import (
     MemberResult,
     Result,
 )
+from driver.inventory import Inventory, build_inventory, inventory_yaml
+from driver.models.manifest import Version
+from driver.models.request import MemberStatus, OperationRequest
 from driver.runner.guard import GRACE_S as GUARD_GRACE_S
-from driver.runner.inventory import Inventory, build_inventory, inventory_yaml
-
-AppVars = Callable[[OperationRequest, Version, Inventory], None]
-APP_INVENTORY_VARS: dict[str, AppVars] = {"slurm-reference": slurm_reference.inventory_vars}
-
-# The member status an operation leaves behind when it succeeds (None: unchanged).
-STATUS_AFTER: dict[str, MemberStatus | None] = {
-    "deploy": MemberStatus.READY,
-    "add_worker": MemberStatus.READY,
-    "resume_worker": MemberStatus.READY,
-    "start": MemberStatus.READY,
-    "restart": MemberStatus.READY,
-    "drain_worker": MemberStatus.DRAINED,
-    "remove_worker": MemberStatus.REMOVED,
-    "stop": MemberStatus.STOPPED,
-    "decommission": MemberStatus.REMOVED,
-    "status": None,
-}
-INSTANCE_AFTER: dict[str, tuple[InstanceStatus, Health]] = {
-    "stop": (InstanceStatus.STOPPED, Health.UNKNOWN),
-    "decommission": (InstanceStatus.DELETED, Health.UNKNOWN),
-}
 
 
 class InstanceBusy(Exception):
@@ -305,21 +286,51 @@ def untouched(request: OperationRequest, error: ErrorInfo) -> Result:
     )
 
 
+@dataclass
+class RunPlan:
+    """Everything a run needs, computed once (the text progress reads its size from it)."""
+
+    request: OperationRequest
+    version: Version
+    adapter: AppAdapter
+    playbook: Path
+    read_only: bool
+    inventory: Inventory
+
+    @classmethod
+    def of(cls, request: OperationRequest, version: Version) -> "RunPlan":
+        spec = version.operation(request.operation.type)
+        assert spec is not None  # the validator checked the operation exists
+        adapter = adapter_for(request.instance.app_slug)
+        return cls(
+            request=request,
+            version=version,
+            adapter=adapter,
+            playbook=bundle_root() / spec.playbook,
+            read_only=spec.read_only,
+            inventory=build_inventory(request, version, adapter.inventory_vars),
+        )
+
+    @property
+    def plays(self) -> int:
+        return count_plays(self.playbook) if self.playbook.is_file() else 0
+
+
 def run_playbook(
-    request: OperationRequest,
-    version: Version,
+    plan: RunPlan,
     sink: EventSink,
     on_progress: Callable[[str, dict[str, Any]], None] | None = None,
     cancelled: Callable[[], bool] = lambda: False,
 ) -> Result:
-    spec = version.operation(request.operation.type)
-    assert spec is not None
+    request, inventory, playbook = plan.request, plan.inventory, plan.playbook
     root = bundle_root()
-    playbook = root / spec.playbook
     if not playbook.is_file():
         return untouched(
             request,
-            ErrorInfo(code="playbook_missing", message=f"{spec.playbook} is not in the bundle"),
+            ErrorInfo(
+                code="playbook_missing",
+                message=f"{playbook.relative_to(root)} is not in the bundle",
+            ),
         )
     binary = ansible_playbook()
     if binary is None:
@@ -332,7 +343,6 @@ def run_playbook(
         )
     if cancelled():
         return untouched(request, ErrorInfo(code="cancelled", message="cancelled before start"))
-    inventory = build_inventory(request, version, APP_INVENTORY_VARS.get(request.instance.app_slug))
     collector = _Collector(sink, on_progress)
     started = time.monotonic()
     with run_dir(str(request.instance.id)) as (private_dir, control_dir):
@@ -385,14 +395,22 @@ def run_playbook(
             message=f"ansible-playbook ended {runner.status} (rc {runner.rc})"
             + (f": {said}" if said else ""),
         )
-    _members(request, inventory, result, failed)
-    result.adapter_detail = _adapter_detail(request, inventory, collector.artifact_data, failed)
+    if plan.read_only and result.changed and not failed:
+        # the manifest promises this operation changes nothing: a change is a bundle defect
+        result.status, failed = "failed", True
+        result.error = ErrorInfo(
+            code="read_only_violated",
+            message=f"{request.operation.type} is read-only but changed {result.changed} task(s)",
+        )
+    _members(plan, result, failed)
+    result.adapter_detail = _adapter_detail(plan, collector.artifact_data, failed)
     return result
 
 
-def _members(request: OperationRequest, inventory: Inventory, result: Result, failed: bool) -> None:
-    after = STATUS_AFTER.get(request.operation.type)
-    touched = inventory.allocation_hosts
+def _members(plan: RunPlan, result: Result, failed: bool) -> None:
+    request = plan.request
+    after = plan.adapter.status_after.get(request.operation.type)
+    touched = plan.inventory.allocation_hosts
     bad_hosts = {h for h, s in result.hosts.items() if s.failed or s.unreachable}
     for member in request.members:
         status = member.status
@@ -413,7 +431,7 @@ def _members(request: OperationRequest, inventory: Inventory, result: Result, fa
     if failed:
         status, health = InstanceStatus.FAILED, Health.FAILED
     else:
-        status, health = INSTANCE_AFTER.get(
+        status, health = plan.adapter.instance_after.get(
             request.operation.type, (InstanceStatus.RUNNING, Health.HEALTHY)
         )
     result.instance = {
@@ -423,64 +441,9 @@ def _members(request: OperationRequest, inventory: Inventory, result: Result, fa
     }
 
 
-def _nodes(rows: list[list[str]]) -> list[dict[str, Any]]:
-    """sinfo -N prints a node once per partition: one entry per node, partitions gathered."""
-    nodes: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        if len(row) < 5:
-            continue
-        name, state, cpus, gres, partition = row[:5]
-        node = nodes.setdefault(
-            name,
-            {
-                "name": name,
-                "state": state,
-                "cpus": int(cpus) if cpus.isdigit() else None,
-                "gres": None if gres == "(null)" else gres,
-                "partitions": [],
-            },
-        )
-        node["partitions"].append(partition.rstrip("*"))
-    return list(nodes.values())
-
-
-def _readiness(smoke: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not smoke:
-        return None
-    nodes = str(smoke.get("nodes", ""))
-    return {**smoke, "nodes": int(nodes) if nodes.isdigit() else None}
-
-
-def _adapter_detail(
-    request: OperationRequest, inventory: Inventory, artifact_data: dict[str, Any], failed: bool
-) -> dict[str, Any]:
-    controller = artifact_data.get("slurm_app_controller") or {}
-    detail: dict[str, Any] = {
-        "app_version_label": request.instance.version,
-        "hosts_touched": sorted(inventory.hosts),
+def _adapter_detail(plan: "RunPlan", reported: dict[str, Any], failed: bool) -> dict[str, Any]:
+    return {
+        "app_version_label": plan.request.instance.version,
+        "hosts_touched": sorted(plan.inventory.hosts),
+        **plan.adapter.detail(plan.request, plan.inventory, reported, failed),
     }
-    if controller:
-        nodes = _nodes(controller.get("nodes", []))
-        detail.update(
-            {
-                "cluster_name": controller.get("cluster_name"),
-                "daemon_versions": {
-                    **controller.get("versions", {}),
-                    "slurmd": artifact_data.get("slurm_app_slurmd_versions", {}),
-                },
-                "nodes": nodes,
-                "accounting": controller.get("accounting"),
-                "profile": controller.get("profile"),
-                "readiness": _readiness(controller.get("smoke_test")),
-            }
-        )
-    # An access bundle is a promise that there is a cluster to use: only after a success.
-    if request.instance.app_slug == "slurm-reference" and controller and not failed:
-        users = request.instance.config.get("users") or []
-        detail["access_bundle"] = slurm_reference.access_bundle(
-            request,
-            inventory,
-            detail.get("cluster_name") or "",
-            users[0]["name"] if users else None,
-        )
-    return detail

@@ -11,10 +11,10 @@ from conftest import example
 
 from bench.requests import add_worker_request
 from driver.documents import load_json
+from driver.inventory import apply_defaults, inventory_yaml
 from driver.models.request import OperationRequest
 from driver.request_check import check_request
-from driver.runner.inventory import apply_defaults, build_inventory, inventory_yaml
-from driver.runner.run import APP_INVENTORY_VARS
+from driver.runner.run import RunPlan
 
 
 def _inventory(name: str, mutate=None):
@@ -25,7 +25,7 @@ def _inventory(name: str, mutate=None):
     assert result.valid, result.findings
     assert result.request is not None and result.version is not None
     request: OperationRequest = result.request
-    return build_inventory(request, result.version, APP_INVENTORY_VARS[request.instance.app_slug])
+    return RunPlan.of(request, result.version).inventory
 
 
 def test_deploy_separate_touches_controller_and_initial_workers():
@@ -70,9 +70,7 @@ def test_adding_a_worker_to_a_10000_worker_cluster_touches_two_hosts():
     result = check_request(load_json(json.dumps(add_worker_request(10000))))
     assert result.valid, result.findings[:3]
     assert result.request is not None and result.version is not None
-    inventory = build_inventory(
-        result.request, result.version, APP_INVENTORY_VARS[result.request.instance.app_slug]
-    )
+    inventory = RunPlan.of(result.request, result.version).inventory
     assert list(inventory.hosts) == ["slurm-ctl", "gpu-03"]
     assert inventory.groups["slurm_workers"] == ["gpu-03"]
 

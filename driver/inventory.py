@@ -48,7 +48,6 @@ class Inventory:
                 "ansible_port": allocation.ssh_port,
                 "ansible_user": allocation.ssh_user,
                 "ansible_ssh_private_key_file": key_file,
-                "slurm_app_allocation_id": str(allocation.id),
             },
         )
         self.allocation_hosts[allocation.id] = name

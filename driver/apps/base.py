@@ -1,0 +1,72 @@
+"""What an app adapter is: the knowledge of one app the manifest cannot carry.
+
+The validator, the inventory builder and the runner ask the adapter of the request's app and
+know no app by name. A new app is a manifest, an adapter module registered in
+`driver/apps/__init__.py`, and its playbooks and roles.
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from driver.documents import LinePath
+from driver.events import Health, InstanceStatus
+from driver.inventory import Inventory
+from driver.models.manifest import Version
+from driver.models.request import MemberStatus, OperationRequest
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A semantic rule the request breaks: a finding code, its JSON path, what was expected."""
+
+    code: str
+    path: LinePath
+    message: str
+
+
+class AppAdapter:
+    """Defaults for an app that needs nothing beyond its manifest."""
+
+    slug: ClassVar[str] = ""
+    # The member status an operation leaves on the members it touched when it succeeds
+    # (None: unchanged), and the instance's status and health after it.
+    status_after: ClassVar[dict[str, MemberStatus | None]] = {
+        "deploy": MemberStatus.READY,
+        "add_worker": MemberStatus.READY,
+        "resume_worker": MemberStatus.READY,
+        "start": MemberStatus.READY,
+        "restart": MemberStatus.READY,
+        "drain_worker": MemberStatus.DRAINED,
+        "remove_worker": MemberStatus.REMOVED,
+        "stop": MemberStatus.STOPPED,
+        "decommission": MemberStatus.REMOVED,
+        "status": None,
+    }
+    instance_after: ClassVar[dict[str, tuple[InstanceStatus, Health]]] = {
+        "stop": (InstanceStatus.STOPPED, Health.UNKNOWN),
+        "decommission": (InstanceStatus.DELETED, Health.UNKNOWN),
+    }
+    # Top-level config fields passed on to the roles, and those not yet with the reason: a
+    # test checks that together they are exactly the config schema's properties.
+    config_fields: ClassVar[frozenset[str]] = frozenset()
+    pending_config: ClassVar[dict[str, str]] = {}
+
+    def rules(self, request: OperationRequest, version: Version) -> Iterator[Violation]:
+        """Semantic rules beyond the schemas (the generic ones run for every app)."""
+        return iter(())
+
+    def inventory_vars(
+        self, request: OperationRequest, version: Version, inventory: Inventory
+    ) -> None:
+        """Role variables (and hosts a topology adds) for the operation's inventory."""
+
+    def detail(
+        self,
+        request: OperationRequest,
+        inventory: Inventory,
+        reported: dict[str, Any],
+        failed: bool,
+    ) -> dict[str, Any]:
+        """The app's part of `adapter_detail`, from what the playbook reported (set_stats)."""
+        return {}

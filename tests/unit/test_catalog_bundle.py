@@ -1,0 +1,126 @@
+"""The catalog and the bundle agree: what a manifest declares, the bundle can run, and every
+variable the driver hands to Ansible is one a role of that playbook declares."""
+
+import json
+
+import pytest
+import yaml
+from conftest import EXAMPLES, MANIFESTS, ROOT
+
+from driver.apps import ADAPTERS, adapter_for
+from driver.apps.slurm_reference import OPTION_VARS, PENDING_OPTIONS
+from driver.documents import load_json
+from driver.models.manifest import CatalogEntry
+from driver.request_check import check_request
+from driver.runner.run import RunPlan
+
+ENTRIES = [
+    CatalogEntry.model_validate(yaml.safe_load(path.read_text()))
+    for path in sorted(MANIFESTS.glob("*/manifest.yaml"))
+]
+# Operations declared in the catalog whose playbooks are still to come, and the issue that
+# brings each. A playbook that lands must leave this list (the test below insists).
+MEMBER_OPERATIONS = "member operations at constant cost"
+PENDING_PLAYBOOKS = {
+    **{
+        ("slurm-reference", op): MEMBER_OPERATIONS
+        for op in (
+            "add_worker",
+            "drain_worker",
+            "resume_worker",
+            "remove_worker",
+            "start",
+            "stop",
+            "restart",
+            "status",
+            "decommission",
+        )
+    },
+    **{
+        ("open-ondemand", op): "Open OnDemand companion app"
+        for op in ("deploy", "status", "restart", "decommission")
+    },
+}
+
+
+def _operations():
+    for entry in ENTRIES:
+        for version in entry.versions:
+            for operation in version.operations:
+                yield entry.slug, version, operation
+
+
+@pytest.mark.parametrize(
+    ("slug", "operation"),
+    [(slug, op) for slug, _, op in _operations()],
+    ids=lambda v: v if isinstance(v, str) else v.type,
+)
+def test_every_declared_operation_has_its_playbook(slug, operation):
+    playbook = ROOT / operation.playbook
+    if (slug, operation.type) in PENDING_PLAYBOOKS:
+        assert not playbook.exists(), f"{playbook} landed: take it off PENDING_PLAYBOOKS"
+    else:
+        assert playbook.is_file(), f"{slug} declares {operation.type} but {playbook} is missing"
+
+
+def _roles_of(playbook) -> set[str]:
+    """The roles a playbook runs: play `roles`, include_role/import_role, imported playbooks."""
+    roles: set[str] = set()
+    for play in yaml.safe_load(playbook.read_text()):
+        if "ansible.builtin.import_playbook" in play:
+            roles |= _roles_of(playbook.parent / play["ansible.builtin.import_playbook"])
+            continue
+        for role in play.get("roles", []):
+            roles.add(role if isinstance(role, str) else role.get("role") or role["name"])
+        for section in ("pre_tasks", "tasks", "post_tasks"):
+            for task in play.get(section, []):
+                for action in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
+                    if action in task:
+                        roles.add(task[action]["name"])
+    return roles
+
+
+def _role_options(role: str) -> set[str]:
+    specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    return {name for spec in specs["argument_specs"].values() for name in spec["options"]}
+
+
+EXAMPLES_WITH_PLAYBOOKS = [
+    path
+    for path in sorted(EXAMPLES.glob("*/*.json"))
+    if (path.parent.name, json.loads(path.read_text())["operation"]["type"])
+    not in PENDING_PLAYBOOKS
+]
+
+
+@pytest.mark.parametrize("path", EXAMPLES_WITH_PLAYBOOKS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_variable_the_driver_emits_is_a_role_option(path):
+    checked = check_request(load_json(path.read_text()))
+    assert checked.request is not None and checked.version is not None, checked.findings
+    plan = RunPlan.of(checked.request, checked.version)
+    emitted = set(plan.inventory.group_vars)
+    for host_vars in plan.inventory.hosts.values():
+        emitted |= {name for name in host_vars if not name.startswith("ansible_")}
+    options = set().union(*(_role_options(role) for role in _roles_of(plan.playbook)))
+    assert emitted, "the adapter passes nothing on"
+    assert emitted <= options, emitted - options
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.slug)
+def test_every_bundled_app_has_an_adapter_covering_its_config(entry):
+    adapter = ADAPTERS[entry.slug]
+    assert adapter_for(entry.slug) is adapter
+    for version in entry.versions:
+        fields = set(version.config_schema.get("properties", {}))
+        assert not adapter.config_fields & set(adapter.pending_config)
+        assert adapter.config_fields | set(adapter.pending_config) == fields
+
+
+def test_every_option_of_slurm_reference_is_passed_on_or_pending():
+    options = {
+        name
+        for slug, _, operation in _operations()
+        if slug == "slurm-reference"
+        for name in operation.options_schema.get("properties", {})
+    }
+    assert options == set(OPTION_VARS) | set(PENDING_OPTIONS)
