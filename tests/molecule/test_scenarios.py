@@ -11,10 +11,9 @@ from driver.lab.images import build_image
 pytestmark = pytest.mark.containers
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = [
-    ("slurm_controller", "trixie"),
-    ("slurm_worker", "trixie"),
-    ("cluster", "trixie"),
-    ("cluster", "bookworm"),
+    ("same_node", "trixie"),
+    ("separate", "trixie"),
+    ("separate", "bookworm"),
 ]
 
 
