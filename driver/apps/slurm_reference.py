@@ -1,11 +1,17 @@
 """What the driver knows about the slurm-reference app beyond its manifest."""
 
+import importlib.util
 from collections import Counter
 from collections.abc import Iterator
+from functools import cache
+from types import ModuleType
 from typing import Any, ClassVar
 from uuid import UUID
 
+import yaml
+
 from driver.apps.base import AppAdapter, Violation
+from driver.catalog import bundle_root
 from driver.documents import LinePath
 from driver.inventory import Inventory, apply_defaults
 from driver.models.manifest import Version
@@ -137,24 +143,6 @@ def _readiness(smoke: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**smoke, "nodes": int(nodes) if nodes.isdigit() else None}
 
 
-# Accounts of the system and of the daemons this bundle runs; cluster users get a group named
-# after them too, so group names count (a user `sudo` would renumber the sudo group).
-RESERVED_ACCOUNTS = frozenset(
-    {
-        "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp",
-        "proxy", "www-data", "backup", "list", "irc", "gnats", "nobody", "nogroup", "adm",
-        "tty", "disk", "kmem", "dialout", "fax", "voice", "cdrom", "floppy", "tape", "sudo",
-        "audio", "dip", "operator", "src", "shadow", "utmp", "video", "sasl", "plugdev",
-        "staff", "users", "input", "kvm", "render", "sgx", "netdev", "crontab", "messagebus",
-        "sshd", "ssh", "polkitd", "syslog", "statd", "tss", "uuidd", "slurm", "munge",
-        "mysql", "prometheus", "grafana", "node-exporter", "apache", "ood", "admin", "wheel",
-    }
-)  # fmt: skip
-RESERVED_ACCOUNT_PREFIXES = ("_", "systemd-")
-# The first login user of most cloud images: taken only when a user claims it explicitly.
-FIRST_LOGIN_ID = 1000
-
-
 def _rules(request: OperationRequest) -> Iterator[Violation]:
     config, placement = request.instance.config, request.instance.placement_intent
     controller = placement.get("controller_allocation_id")
@@ -195,45 +183,35 @@ def _rules(request: OperationRequest) -> Iterator[Violation]:
 
 
 def _user_rules(users: list[dict[str, Any]]) -> Iterator[Violation]:
-    """Names and ids must be the cluster's own: no system or daemon account, no id twice
-    (each user's group takes its gid, by default its uid)."""
+    """The rules slurm_common applies to its users, from the role itself (one source)."""
+    rules = _role_user_rules()
     base: LinePath = ("instance", "config", "users")
-    names = [u.get("name") for u in users]
-    for name, count in Counter(names).items():
-        if count > 1:
-            index = len(names) - 1 - names[::-1].index(name)
-            yield Violation(
-                "duplicate-key", (*base, index, "name"), f"user {name!r} appears {count} times"
-            )
-    owner: dict[tuple[str, int], int] = {}
-    for index, user in enumerate(users):
-        name = str(user.get("name", ""))
-        if name in RESERVED_ACCOUNTS or name.startswith(RESERVED_ACCOUNT_PREFIXES):
-            yield Violation(
-                "reserved-name",
-                (*base, index, "name"),
-                "expected a name that no system account, group or bundle daemon uses",
-            )
-        ids = {"uid": user.get("uid"), "gid": user.get("gid", user.get("uid"))}
-        for kind, value in ids.items():
-            if not isinstance(value, int):
-                continue
-            field = kind if kind in user else "uid"
-            if value == FIRST_LOGIN_ID and not user.get("claim_id_1000"):
-                yield Violation(
-                    "reserved-id",
-                    (*base, index, field),
-                    "1000 is the first login user of most cloud images; set claim_id_1000 "
-                    "to take it over deliberately",
-                )
-            first = owner.setdefault((kind, value), index)
-            if first != index:
-                yield Violation(
-                    "duplicate-id",
-                    (*base, index, field),
-                    f"{kind} {value} is already used by users[{first}]"
-                    + ("" if kind in user else " (the gid defaults to the uid)"),
-                )
+    for problem in rules.user_problems(users, *_role_reserved()):
+        yield Violation(
+            problem["code"], (*base, problem["index"], problem["field"]), problem["message"]
+        )
+
+
+@cache
+def _role_user_rules() -> ModuleType:
+    path = bundle_root() / "roles" / "slurm_common" / "filter_plugins" / "slurm_users.py"
+    spec = importlib.util.spec_from_file_location("slurm_common_slurm_users", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@cache
+def _role_reserved() -> tuple[list[str], list[str], int]:
+    role_vars = yaml.safe_load(
+        (bundle_root() / "roles" / "slurm_common" / "vars" / "main.yml").read_text()
+    )
+    return (
+        role_vars["__slurm_common_reserved_accounts"],
+        role_vars["__slurm_common_reserved_account_prefixes"],
+        role_vars["__slurm_common_first_login_id"],
+    )
 
 
 def access_bundle(

@@ -1,5 +1,7 @@
 """Role hygiene checked in CI: specs match defaults, prefixes, no_log where secrets pass."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,100 @@ def test_internal_variables_are_double_underscored(role: Path):
     for vars_file in (role / "vars").glob("*.yml"):
         for name in yaml.safe_load(vars_file.read_text()) or {}:
             assert name.startswith(f"__{role.name}_"), name
+
+
+def _run_validate(tmp_path, role: str, group_vars: dict, groups: dict | None = None):
+    """The role's validate.yml with real ansible-playbook on the control node."""
+    inventory = {
+        "all": {
+            "hosts": {"ctl": {"ansible_connection": "local"}},
+            "vars": {"ansible_python_interpreter": sys.executable, **group_vars},
+            "children": groups
+            or {
+                "slurm_controller": {"hosts": {"ctl": {}}},
+                "slurm_workers": {"hosts": {"ctl": {}}},
+            },
+        }
+    }
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "play.yml").write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "ctl",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "ansible.builtin.include_role": {
+                                "name": role,
+                                "tasks_from": "validate",
+                            }
+                        }
+                    ],
+                }
+            ]
+        )
+    )
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory.yml", "play.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "LANG": "C.UTF-8",
+            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+        },
+        check=False,
+        timeout=120,
+    )
+
+
+USERS_OK = [{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2002, "gid": 3000}]
+
+
+@pytest.mark.parametrize(
+    ("users", "expected"),
+    [
+        (USERS_OK, None),
+        ([{"name": "root", "uid": 2001}], "users[0].name: expected a name that no system"),
+        (
+            [{"name": "alice", "uid": 2001, "gid": 2002}, {"name": "bob", "uid": 2002}],
+            "users[1].uid: gid 2002 is already used by users[0]",
+        ),
+        ([{"name": "carol", "uid": 1000}], "users[0].uid: 1000 is the first login user"),
+        ([{"name": "carol", "uid": 1000, "claim_id_1000": True}], None),
+    ],
+)
+def test_slurm_common_refuses_users_an_operator_gets_wrong(tmp_path, users, expected):
+    ran = _run_validate(tmp_path, "slurm_common", {"slurm_common_users": users})
+    if expected is None:
+        assert ran.returncode == 0, ran.stdout[-2000:]
+    else:
+        assert ran.returncode != 0
+        assert expected in ran.stdout, ran.stdout[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("group_vars", "groups", "expected"),
+    [
+        ({}, None, None),
+        ({"slurm_controller_partitions": [{"name": "Default", "default": True}]}, None, "DEFAULT"),
+        (
+            {"slurm_controller_partitions": [{"name": "a"}, {"name": "b"}]},
+            None,
+            "exactly one with default: true",
+        ),
+        ({}, {"slurm_controller": {"hosts": {"ctl": {}}}}, "at least one in slurm_workers"),
+    ],
+)
+def test_slurm_controller_refuses_what_an_operator_gets_wrong(
+    tmp_path, group_vars, groups, expected
+):
+    ran = _run_validate(tmp_path, "slurm_controller", group_vars, groups)
+    if expected is None:
+        assert ran.returncode == 0, ran.stdout[-2000:]
+    else:
+        assert ran.returncode != 0
+        assert expected in ran.stdout, ran.stdout[-2000:]

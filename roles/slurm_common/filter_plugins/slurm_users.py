@@ -1,0 +1,78 @@
+"""slurm_common's filter `slurm_user_problems`: what is wrong with a list of cluster users.
+
+The same rules guard the driver (driver/apps/slurm_reference.py loads this file), so a request
+and an operator's inventory are judged alike: unique names; no system or daemon account (a
+user's group takes its name); no uid or gid twice (the gid defaults to the uid); uid/gid of a
+cloud image's first login user only when claimed.
+"""
+
+from collections.abc import Iterable
+from typing import Any
+
+
+def user_problems(
+    users: list[dict[str, Any]],
+    reserved: Iterable[str],
+    reserved_prefixes: Iterable[str],
+    first_login_id: int,
+) -> list[dict[str, Any]]:
+    """Each problem: index (in users), field, code (a driver finding code), message."""
+    reserved, prefixes = set(reserved), tuple(reserved_prefixes)
+    problems: list[dict[str, Any]] = []
+
+    def problem(index: int, field: str, code: str, message: str) -> None:
+        problems.append({"index": index, "field": field, "code": code, "message": message})
+
+    first_with_name: dict[str, int] = {}
+    owner: dict[tuple[str, int], int] = {}
+    for index, user in enumerate(users):
+        name = str(user.get("name", ""))
+        if first_with_name.setdefault(name, index) != index:
+            problem(index, "name", "duplicate-key", f"user {name!r} appears more than once")
+        if name in reserved or name.startswith(prefixes):
+            problem(
+                index,
+                "name",
+                "reserved-name",
+                "expected a name that no system account, group or bundle daemon uses",
+            )
+        ids = {"uid": user.get("uid"), "gid": user.get("gid", user.get("uid"))}
+        for kind, value in ids.items():
+            if not isinstance(value, int):
+                continue
+            field = kind if kind in user else "uid"
+            if value == first_login_id and not user.get("claim_id_1000"):
+                problem(
+                    index,
+                    field,
+                    "reserved-id",
+                    f"{first_login_id} is the first login user of most cloud images; set "
+                    "claim_id_1000 to take it over deliberately",
+                )
+            first = owner.setdefault((kind, value), index)
+            if first != index:
+                problem(
+                    index,
+                    field,
+                    "duplicate-id",
+                    f"{kind} {value} is already used by users[{first}]"
+                    + ("" if kind in user else " (the gid defaults to the uid)"),
+                )
+    return problems
+
+
+def slurm_user_problems(
+    users: list[dict[str, Any]],
+    reserved: Iterable[str],
+    reserved_prefixes: Iterable[str],
+    first_login_id: int,
+) -> list[str]:
+    return [
+        f"users[{p['index']}].{p['field']}: {p['message']}"
+        for p in user_problems(users, reserved, reserved_prefixes, first_login_id)
+    ]
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"slurm_user_problems": slurm_user_problems}
