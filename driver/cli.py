@@ -157,10 +157,13 @@ def execute(
             result = untouched(request, ErrorInfo(code="instance_busy", message=str(exc)))
             code = Exit.BUSY
         except Exception as exc:  # the platform must always get a result
+            # The details (paths of the driver's host) go to its own stderr, not the result.
+            print(f"slurm-app-driver: internal error: {exc!r}", file=sys.stderr)
             result = Result(
                 status="failed",
                 error=ErrorInfo(
-                    code="internal_error", message=f"{type(exc).__name__}: {exc}".strip()
+                    code="internal_error",
+                    message=f"{type(exc).__name__} inside the driver; details on its stderr",
                 ),
             )
             code = Exit.FAILED
@@ -182,8 +185,8 @@ def execute(
 
 @contextlib.contextmanager
 def cancellation() -> Iterator[Callable[[], bool]]:
-    """SIGTERM, SIGINT and SIGHUP cancel the run instead of killing the driver: the playbook
-    is stopped, the result says `cancelled`, and only then is the lock released."""
+    """SIGTERM, SIGINT and SIGHUP cancel the run instead of killing the driver: the playbook's
+    whole tree has ended before the lock is released, and the result says `cancelled`."""
     flag = threading.Event()
     signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
     previous = {number: signal.signal(number, lambda *_: flag.set()) for number in signals}
