@@ -12,6 +12,29 @@ EXAMPLES = ROOT / "examples"
 MANIFESTS = ROOT / "manifests"
 
 
+# The venv the tests run in; the console script is called from it by its full path.
+VENV = Path(sys.executable).parent.parent
+
+
+def console_script(
+    *args: str,
+    env: dict[str, str],
+    venv: Path = VENV,
+    cwd: Path | None = None,
+    timeout: int = 120,
+) -> subprocess.CompletedProcess:
+    """`slurm-app-driver` by its full path with exactly `env`, as the platform calls it."""
+    return subprocess.run(
+        [str(venv / "bin" / "slurm-app-driver"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        check=False,
+        timeout=timeout,
+    )
+
+
 def example(name: str) -> dict:
     return json.loads((EXAMPLES / f"{name}.json").read_text())
 

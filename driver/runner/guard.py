@@ -25,16 +25,13 @@ PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 5
 
 
-def end_tree(root: psutil.Process) -> None:
-    """SIGTERM every descendant of `root`, SIGKILL those still there after the grace time."""
-    try:
-        tree = root.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return
-    for process in tree:
+def end_processes(processes: list[psutil.Process]) -> None:
+    """SIGTERM them all, SIGKILL those still there after the grace time. Processes that are
+    not our children are only polled, never reaped."""
+    for process in processes:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.terminate()
-    _, alive = psutil.wait_procs(tree, timeout=GRACE_S)
+    _, alive = psutil.wait_procs(processes, timeout=GRACE_S)
     for process in alive:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.kill()
@@ -54,7 +51,7 @@ def main() -> None:
         sys.exit("the driver is already gone")  # it died before the signal was armed
 
     def stop(number: int, _frame: FrameType | None) -> None:
-        end_tree(psutil.Process())
+        end_processes(psutil.Process().children(recursive=True))
         os._exit(128 + number)
 
     signal.signal(signal.SIGTERM, stop)

@@ -35,7 +35,7 @@ from driver.events import (
 from driver.inventory import Inventory, build_inventory, inventory_yaml
 from driver.models.manifest import Version
 from driver.models.request import MemberStatus, OperationRequest
-from driver.runner.guard import GRACE_S as GUARD_GRACE_S
+from driver.runner.guard import end_processes
 
 
 class InstanceBusy(Exception):
@@ -186,18 +186,13 @@ def _stop_when(cancelled: Callable[[], bool]) -> Callable[[], bool]:
     def check() -> bool:
         if not cancelled():
             return False
-        guards = psutil.Process().children()
         tree: list[psutil.Process] = []
-        for guard in guards:
+        for guard in psutil.Process().children():
             with contextlib.suppress(psutil.NoSuchProcess):
                 tree += guard.children(recursive=True)
                 guard.terminate()
-        # The guard itself is left to ansible-runner to reap (pexpect must see its exit);
-        # its tree is not ours, so waiting on it only polls.
-        _, alive = psutil.wait_procs(tree, timeout=GUARD_GRACE_S * 3)
-        for process in alive:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.kill()
+        # The guard itself is left to ansible-runner to reap (pexpect must see its exit).
+        end_processes(tree)
         return True
 
     return check

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import VENV, console_script
 
 from driver.catalog import credentials_root
 from driver.lab import lab
@@ -31,18 +32,9 @@ SPEC = lab.LabSpec(name="e2e", workers=2, distro="trixie", placement="separate")
 PLANTED = "PLATFORM_API_TOKEN", "planted-" + "9f3a" * 8
 
 
-def driver(
-    *args: str, env: dict[str, str], venv: Path = Path(sys.executable).parent.parent
-) -> subprocess.CompletedProcess:
+def driver(*args: str, env: dict[str, str], venv: Path = VENV) -> subprocess.CompletedProcess:
     """The console script by its full path, no venv on PATH, as the platform calls it."""
-    return subprocess.run(
-        [str(venv / "bin" / "slurm-app-driver"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=1200,
-    )
+    return console_script(*args, env=env, venv=venv, timeout=1200)
 
 
 def driver_watching_run_dir(*args: str, env: dict[str, str], state: Path) -> tuple:

@@ -5,21 +5,13 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import EXAMPLES, MANIFESTS
+from conftest import EXAMPLES, MANIFESTS, console_script
 
 MINIMAL_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
 def driver(venv: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(venv / "bin" / "slurm-app-driver"), *args],
-        capture_output=True,
-        text=True,
-        env=MINIMAL_ENV,
-        cwd=cwd,
-        check=False,
-        timeout=120,
-    )
+    return console_script(*args, env=MINIMAL_ENV, venv=venv, cwd=cwd)
 
 
 def test_runtime_install_has_no_dev_or_lab_dependencies(runtime_venv):

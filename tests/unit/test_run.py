@@ -31,7 +31,7 @@ def _request(tmp_path: Path) -> Path:
     return path
 
 
-def _run(path: Path, state: Path) -> subprocess.CompletedProcess:
+def _run(path: Path, state: Path, **env: str) -> subprocess.CompletedProcess:
     """The console script by its full path with a PATH that lacks the venv, as the platform
     calls it: the driver must find the ansible-playbook of its own installation."""
     return subprocess.run(
@@ -43,10 +43,22 @@ def _run(path: Path, state: Path) -> subprocess.CompletedProcess:
             "SLURM_APP_STATE_DIR": str(state),
             "SLURM_APP_CREDENTIALS_ROOT": str(path.parent),
             "PATH": "/usr/bin:/bin",
+            **env,
         },
         check=False,
         timeout=300,
     )
+
+
+def _bundle(tmp_path: Path, playbooks: dict[str, str]) -> Path:
+    """The real manifests and roles with playbooks of the test's own."""
+    bundle = tmp_path / "bundle"
+    (bundle / "playbooks").mkdir(parents=True)
+    for name in ("manifests", "roles", "ansible.cfg"):
+        (bundle / name).symlink_to(ROOT / name)
+    for name, text in playbooks.items():
+        (bundle / "playbooks" / name).write_text(text)
+    return bundle
 
 
 def test_busy_instance_exits_three(tmp_path, monkeypatch):
@@ -74,25 +86,8 @@ def _assert_untouched(final: dict, request: dict) -> None:
 
 
 def test_an_operation_without_a_playbook_reports_members_unchanged(tmp_path):
-    bundle = tmp_path / "bundle"
-    for name in ("manifests", "roles", "ansible.cfg"):
-        (bundle / name).parent.mkdir(parents=True, exist_ok=True)
-        (bundle / name).symlink_to(ROOT / name)
-    (bundle / "playbooks").mkdir()
     path = _request(tmp_path)
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "slurm-app-driver"), "run", str(path)],
-        capture_output=True,
-        text=True,
-        env={
-            "SLURM_APP_STATE_DIR": str(tmp_path / "state"),
-            "SLURM_APP_BUNDLE": str(bundle),
-            "SLURM_APP_CREDENTIALS_ROOT": str(tmp_path),
-            "PATH": "/usr/bin:/bin",
-        },
-        check=False,
-        timeout=60,
-    )
+    result = _run(path, tmp_path / "state", SLURM_APP_BUNDLE=str(_bundle(tmp_path, {})))
     assert result.returncode == 1, result.stdout + result.stderr
     final = [json.loads(line) for line in result.stdout.splitlines()][-1]["result"]
     assert final["error"]["code"] == "playbook_missing"
@@ -168,21 +163,18 @@ def test_a_failed_lab_up_prints_no_access_bundle(tmp_path, monkeypatch, capsys):
 def _local_bundle(tmp_path: Path, marker: Path) -> Path:
     """The real bundle with a deploy playbook that runs on the control node: a long task, then
     one that would leave a mark if the playbook were ever let go on after a cancel."""
-    bundle = tmp_path / "bundle"
-    for name in ("manifests", "roles", "ansible.cfg"):
-        (bundle / name).parent.mkdir(parents=True, exist_ok=True)
-        (bundle / name).symlink_to(ROOT / name)
-    (bundle / "playbooks").mkdir()
-    (bundle / "playbooks" / "deploy.yml").write_text(
-        "- hosts: localhost\n"
-        "  gather_facts: false\n"
-        "  tasks:\n"
-        "    - name: Long task\n"
-        "      ansible.builtin.command: sleep 8\n"
-        "    - name: Leave a mark\n"
-        f"      ansible.builtin.copy: {{content: late, dest: {marker}, mode: '0600'}}\n"
+    return _bundle(
+        tmp_path,
+        {
+            "deploy.yml": "- hosts: localhost\n"
+            "  gather_facts: false\n"
+            "  tasks:\n"
+            "    - name: Long task\n"
+            "      ansible.builtin.command: sleep 8\n"
+            "    - name: Leave a mark\n"
+            f"      ansible.builtin.copy: {{content: late, dest: {marker}, mode: '0600'}}\n"
+        },
     )
-    return bundle
 
 
 @pytest.fixture
