@@ -17,21 +17,18 @@ from driver.inventory import Inventory, apply_defaults
 from driver.models.manifest import Version
 from driver.models.request import OperationRequest
 
-CONFIG_PATHS = {
-    "slurm_conf": "/etc/slurm/slurm.conf",
-    "slurm_conf_fragments": "/etc/slurm/slurm-app.d/slurm.conf.d",
-    "gres_conf": "/etc/slurm/gres.conf",
-    "cgroup_conf": "/etc/slurm/cgroup.conf",
-    "slurmdbd_conf": "/etc/slurm/slurmdbd.conf",
-    "munge_key": "/etc/munge/munge.key",
-    "worker_slurmd_options": "/etc/default/slurmd",
-}
-LOG_PATHS = {
-    "slurmctld": "/var/log/slurm/slurmctld.log",
-    "slurmdbd": "/var/log/slurm/slurmdbd.log",
-    "slurmd": "/var/log/slurm/slurmd.log (on each worker)",
-    "munge": "/var/log/munge/munged.log",
-}
+# What the result shows of each node the controller reports (slurm_common's slurm_nodes).
+NODE_FIELDS = (
+    "name",
+    "state",
+    "reason",
+    "cpus",
+    "alloc_cpus",
+    "real_memory",
+    "gres",
+    "gpus",
+    "partitions",
+)
 
 
 # Operation options -> the role variable that receives each (defaults from the options schema).
@@ -98,7 +95,10 @@ class SlurmReference(AppAdapter):
                 **controller.get("versions", {}),
                 "slurmd": reported.get("slurm_app_slurmd_versions", {}),
             },
-            "nodes": nodes_of(controller.get("nodes", [])),
+            "nodes": [
+                {field: node.get(field) for field in NODE_FIELDS}
+                for node in controller.get("nodes", [])
+            ],
             "accounting": controller.get("accounting"),
             "profile": controller.get("profile"),
             "readiness": _readiness(controller.get("smoke_test")),
@@ -108,32 +108,11 @@ class SlurmReference(AppAdapter):
             users = request.instance.config.get("users") or []
             detail["access_bundle"] = access_bundle(
                 request,
-                inventory,
-                detail.get("cluster_name") or "",
+                controller,
+                reported.get("slurm_app_worker_files") or {},
                 users[0]["name"] if users else None,
             )
         return detail
-
-
-def nodes_of(rows: list[list[str]]) -> list[dict[str, Any]]:
-    """sinfo -N prints a node once per partition: one entry per node, partitions gathered."""
-    nodes: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        if len(row) < 5:
-            continue
-        name, state, cpus, gres, partition = row[:5]
-        node = nodes.setdefault(
-            name,
-            {
-                "name": name,
-                "state": state,
-                "cpus": int(cpus) if cpus.isdigit() else None,
-                "gres": None if gres == "(null)" else gres,
-                "partitions": [],
-            },
-        )
-        node["partitions"].append(partition.rstrip("*"))
-    return list(nodes.values())
 
 
 def _readiness(smoke: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -184,7 +163,7 @@ def _rules(request: OperationRequest) -> Iterator[Violation]:
 
 def _user_rules(users: list[dict[str, Any]]) -> Iterator[Violation]:
     """The rules slurm_common applies to its users, from the role itself (one source)."""
-    rules = _role_user_rules()
+    rules = role_filters("slurm_users")
     base: LinePath = ("instance", "config", "users")
     for problem in rules.user_problems(users, *_role_reserved()):
         yield Violation(
@@ -193,9 +172,10 @@ def _user_rules(users: list[dict[str, Any]]) -> Iterator[Violation]:
 
 
 @cache
-def _role_user_rules() -> ModuleType:
-    path = bundle_root() / "roles" / "slurm_common" / "filter_plugins" / "slurm_users.py"
-    spec = importlib.util.spec_from_file_location("slurm_common_slurm_users", path)
+def role_filters(name: str) -> ModuleType:
+    """A filter-plugin module of slurm_common: the roles' code, shared rather than repeated."""
+    path = bundle_root() / "roles" / "slurm_common" / "filter_plugins" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"slurm_common_{name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -215,24 +195,36 @@ def _role_reserved() -> tuple[list[str], list[str], int]:
 
 
 def access_bundle(
-    request: OperationRequest, inventory: Inventory, cluster_name: str, first_user: str | None
+    request: OperationRequest,
+    controller_report: dict[str, Any],
+    worker_files: dict[str, Any],
+    first_user: str | None,
 ) -> dict[str, Any]:
+    """How the customer reaches and checks the cluster. Ports and paths are the ones the roles
+    reported (slurm_controller's report.yml, slurm_worker's start.yml), never repeated here."""
     placement = request.instance.placement_intent
     controller = request.allocation(UUID(placement["controller_allocation_id"]))
     assert controller is not None
     # The customer's own access credential, never the platform's key file or any of its paths.
     ssh = f"ssh -p {controller.ssh_port} {controller.ssh_user}@{controller.address}"
     run_as = f"sudo -u {first_user} " if first_user else ""
+    worker_logs = {
+        daemon: f"{path} (on each worker)"
+        for daemon, path in (worker_files.get("log_paths") or {}).items()
+    }
     return {
-        "cluster_name": cluster_name,
+        "cluster_name": controller_report.get("cluster_name"),
         "controller": {
             "hostname": controller.hostname,
             "address": controller.address,
-            "slurmctld_port": 6817,
+            "slurmctld_port": controller_report.get("slurmctld_port"),
             "ssh": ssh,
         },
-        "config_paths": CONFIG_PATHS,
-        "log_paths": LOG_PATHS,
+        "config_paths": {
+            **(controller_report.get("config_paths") or {}),
+            **(worker_files.get("config_paths") or {}),
+        },
+        "log_paths": {**(controller_report.get("log_paths") or {}), **worker_logs},
         "commands": {
             "nodes": "sinfo -N -l",
             "partitions": "sinfo -s",

@@ -122,10 +122,16 @@ def test_deploy_succeeds_with_a_complete_result(deployed):
     assert all(n["cpus"] >= 1 and n["partitions"] == ["batch"] for n in detail["nodes"])
     readiness = detail["readiness"]
     assert readiness["nodes"] == 2
-    assert f"{readiness['job_id']}.0|COMPLETED|2|e2e-w[01-02]" in readiness["accounting_record"]
+    step = [r for r in readiness["accounting_record"] if r["id"] == f"{readiness['job_id']}.0"]
+    assert [(r["state"], r["nodes"], r["node_list"]) for r in step] == [
+        ("COMPLETED", 2, "e2e-w[01-02]")
+    ]
     bundle = detail["access_bundle"]
     assert str(credentials_root()) not in json.dumps(result), "a platform path in the result"
     assert bundle["config_paths"]["slurm_conf"] == "/etc/slurm/slurm.conf"
+    assert bundle["config_paths"]["slurmd_options"] == "/etc/default/slurmd"
+    assert bundle["log_paths"]["slurmd"] == "/var/log/slurm/slurmd.log (on each worker)"
+    assert bundle["controller"]["slurmctld_port"] == 6817
     assert "sinfo" in bundle["commands"]["nodes"]
 
 

@@ -124,3 +124,33 @@ def test_every_option_of_slurm_reference_is_passed_on_or_pending():
         for name in operation.options_schema.get("properties", {})
     }
     assert options == set(OPTION_VARS) | set(PENDING_OPTIONS)
+
+
+def _role_defaults() -> dict:
+    defaults: dict = {}
+    for path in sorted((ROOT / "roles").glob("*/defaults/main.yml")):
+        defaults |= yaml.safe_load(path.read_text()) or {}
+    return defaults
+
+
+def test_a_request_without_config_gives_the_roles_their_own_defaults():
+    """A manifest's config default and the role default it feeds are one fact: an operator
+    running the playbook without the driver gets what the catalog promises."""
+    example = EXAMPLES / "slurm-reference" / "deploy.json"
+    data = json.loads(example.read_text())
+    for name in ("cluster_name", "partitions", "accounting"):
+        data["instance"]["config"].pop(name, None)
+    checked = check_request(load_json(json.dumps(data)))
+    assert checked.request is not None and checked.version is not None, checked.findings
+    emitted = RunPlan.of(checked.request, checked.version).inventory.group_vars
+    defaults = _role_defaults()
+    compared = {name: value for name, value in emitted.items() if name in defaults}
+    assert {
+        "slurm_controller_cluster_name",
+        "slurm_controller_partitions",
+        "slurm_controller_accounting_enabled",
+        "slurm_controller_default_account",
+    } <= set(compared)
+    for name, value in compared.items():
+        if name not in ("slurm_common_users", "slurm_common_munge_key_src"):
+            assert value == defaults[name], name

@@ -124,20 +124,6 @@ def test_invalid_request_exits_two_before_any_host(tmp_path):
     assert "tenant-boundary" in result.stdout
 
 
-def test_sinfo_rows_become_one_entry_per_node():
-    from driver.apps.slurm_reference import nodes_of
-
-    rows = [
-        ["a", "idle", "2", "(null)", "batch*"],
-        ["a", "idle", "2", "(null)", "debug"],
-        ["b", "mixed", "64", "gpu:4", "batch*"],
-    ]
-    assert nodes_of(rows) == [
-        {"name": "a", "state": "idle", "cpus": 2, "gres": None, "partitions": ["batch", "debug"]},
-        {"name": "b", "state": "mixed", "cpus": 64, "gres": "gpu:4", "partitions": ["batch"]},
-    ]
-
-
 def test_a_failed_lab_up_prints_no_access_bundle(tmp_path, monkeypatch, capsys):
     from driver.cli import main
     from driver.lab import lab

@@ -1,0 +1,391 @@
+"""How the bundle asks Slurm about its state and how it reads the answers.
+
+One module for every reader: the roles use it as Ansible filters, the driver imports it, and
+the monitoring exporter ships it to the controller. It is plain Python 3.9+ with the standard
+library only, so it runs on any customer host without pip.
+
+Readers accept either answer: `--json` (preferred: stable field names, no quoting problems)
+or the `|`-separated text of the fallback formats below, for Slurm builds without the JSON
+serializer. The JSON shapes differ across versions: 22.05 (openapi v0.0.38) gives scalar
+states and plain numbers; 23.02+ give state lists and {set, infinite, number} wrappers; per-node
+records come from `sinfo --json` before 23.02 and from `scontrol show nodes --json` after
+(24.11's `sinfo --json` groups nodes). Both are read into the same records.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# Free text (reasons) goes last: the split stops before it, so a `|` in a reason is harmless.
+TEXT_COMMANDS: dict[str, list[str]] = {
+    "nodes": ["sinfo", "-h", "-N", "-o", "%N|%T|%C|%m|%G|%P|%E"],
+    "jobs": ["squeue", "-h", "-a", "-o", "%i|%T|%u|%P|%D|%C|%N|%r"],
+    "accounting": [
+        "sacct",
+        "-n",
+        "-P",
+        "-a",
+        "-o",
+        "JobID,State,User,NNodes,NodeList,ExitCode",
+    ],
+}
+_TEXT_FIELDS = {"nodes": 7, "jobs": 8, "accounting": 6}
+
+# Each query's JSON form, from the first version where it is right. 22.05's `sacct --json`
+# reports exit code 0 for a job that exited 3 (openapi dbv0.0.38), so accounting uses the text
+# form there; 22.05's `scontrol` has no --json at all (nodes come from its `sinfo --json`).
+JSON_SINCE = {"nodes": (21, 8), "jobs": (21, 8), "accounting": (23, 2)}
+SCONTROL_JSON_SINCE = (23, 2)
+# squeue --json also lists jobs that already ended (until MinJobAge); squeue's text does not.
+_ENDED = {
+    "COMPLETED",
+    "CANCELLED",
+    "FAILED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "OUT_OF_MEMORY",
+}
+_NULLS = (None, "", "(null)", "N/A", "None", "None assigned")
+
+# What sinfo's %T prints for a drained node, by whether it still runs something.
+_DRAIN_WORDS = {"drained": "idle", "draining": "allocated"}
+
+
+def slurm_version_tuple(version: str) -> tuple[int, ...]:
+    """'24.11.5' (or 'slurm-wlm 24.11.5', or 'slurm 22.05.8') -> (24, 11, 5)."""
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", str(version))
+    if not match:
+        raise ValueError(f"not a Slurm version: {version!r}")
+    return tuple(int(part) for part in match.groups(default="0"))
+
+
+def slurm_version(output: str) -> str:
+    """'slurm-wlm 24.11.5' (any daemon's -V) -> '24.11.5'."""
+    return ".".join(str(part) for part in slurm_version_tuple(output))
+
+
+def slurm_command(
+    what: str,
+    version: str = "",
+    json: bool = True,
+    job_ids: list[Any] | None = None,
+    nodes: list[str] | None = None,
+) -> list[str]:
+    """The argv that asks this Slurm version about `what` (nodes, jobs, accounting): its JSON
+    form where the version has a right one and `json` is true, else the text form (which any
+    version reads alike: the version may then be empty). `nodes` narrows a nodes query,
+    `job_ids` an accounting query."""
+    if what not in TEXT_COMMANDS:
+        raise ValueError(f"unknown Slurm query {what!r}; expected one of {sorted(TEXT_COMMANDS)}")
+    node_list = ",".join(nodes or [])
+    if json and slurm_version_tuple(version) >= JSON_SINCE[what]:
+        if what == "nodes" and slurm_version_tuple(version) >= SCONTROL_JSON_SINCE:
+            argv = ["scontrol", "show", "nodes", *([node_list] if node_list else []), "--json"]
+        elif what == "nodes":
+            argv = ["sinfo", "--json", *(["-n", node_list] if node_list else [])]
+        elif what == "jobs":
+            argv = ["squeue", "--json"]
+        else:
+            argv = ["sacct", "--json", "-a"]
+    else:
+        argv = list(TEXT_COMMANDS[what])
+        if what == "nodes" and node_list:
+            argv[1:1] = ["-n", node_list]
+    if what == "accounting" and job_ids:
+        # With -j sacct searches from the epoch, not from today's midnight.
+        argv += ["-j", ",".join(str(job_id) for job_id in job_ids)]
+    return argv
+
+
+def slurm_node_hardware(output: str) -> dict[str, Any]:
+    """The first line of `slurmd -C` as the numbers a NodeName line needs."""
+    fields = dict(
+        pair.split("=", 1) for pair in output.strip().splitlines()[0].split() if "=" in pair
+    )
+    try:
+        return {
+            "name": fields["NodeName"],
+            "cpus": int(fields["CPUs"]),
+            "boards": int(fields.get("Boards", 1)),
+            "sockets_per_board": int(fields["SocketsPerBoard"]),
+            "cores_per_socket": int(fields["CoresPerSocket"]),
+            "threads_per_core": int(fields["ThreadsPerCore"]),
+            "real_memory": int(fields["RealMemory"]),
+        }
+    except (KeyError, ValueError) as error:
+        raise ValueError(f"unexpected `slurmd -C` output: {output[:200]!r}") from error
+
+
+def slurm_gres_gpus(gres: str | None) -> int:
+    """GPUs in a gres string: 'gpu:h200:8(S:0-1),nic:2' -> 8; '' or '(null)' -> 0."""
+    total = 0
+    for item in re.split(r",(?![^(]*\))", gres or ""):
+        parts = re.sub(r"\(.*\)$", "", item).split(":")
+        if parts[0] == "gpu" and len(parts) > 1 and parts[-1].isdigit():
+            total += int(parts[-1])
+    return total
+
+
+def slurm_nodes(output: str) -> list[dict[str, Any]]:
+    """One record per node: name, state (sinfo's word), base_state, flags, cpus, alloc_cpus,
+    real_memory, gres, gpus, partitions, reason, version."""
+    if _is_json(output):
+        return [_node_from_json(node) for node in _json(output, "nodes")]
+    nodes: dict[str, dict[str, Any]] = {}
+    for fields in _text_rows(output, "nodes"):
+        name, state, cpus, memory, gres, partition, reason = fields
+        base, flags = _text_state(state)
+        alloc, _idle, _other, total = (_int(n) for n in [*cpus.split("/"), "", "", ""][:4])
+        node = nodes.setdefault(
+            name,
+            {
+                "name": name,
+                "state": _state_word(base, flags),
+                "base_state": base,
+                "flags": flags,
+                "cpus": total,
+                "alloc_cpus": alloc,
+                "real_memory": _int(memory),
+                "gres": _none_if_null(gres),
+                "gpus": slurm_gres_gpus(_none_if_null(gres)),
+                "partitions": [],
+                "reason": _none_if_null(reason),
+                "version": None,
+            },
+        )
+        # sinfo -N prints a node once per partition.
+        node["partitions"].append(partition.rstrip("*"))
+    return list(nodes.values())
+
+
+def slurm_jobs(output: str) -> list[dict[str, Any]]:
+    """One record per job in the queue: job_id, state, user, partition, nodes (count), cpus,
+    node_list, reason."""
+    if _is_json(output):
+        jobs = [_job_from_json(job) for job in _json(output, "jobs")]
+        return sorted((job for job in jobs if job["state"] not in _ENDED), key=_job_order)
+    jobs = []
+    for job_id, state, user, partition, nodes, cpus, node_list, reason in _text_rows(
+        output, "jobs"
+    ):
+        jobs.append(
+            {
+                "job_id": job_id,
+                "state": state.upper(),
+                "user": user,
+                "partition": partition,
+                "nodes": _int(nodes),
+                "cpus": _int(cpus),
+                "node_list": node_list or None,
+                "reason": _none_if_null(reason),
+            }
+        )
+    return sorted(jobs, key=_job_order)
+
+
+def slurm_accounting(output: str) -> list[dict[str, Any]]:
+    """One record per job and per step: id ('12', '12.batch', '12.0'), job_id, state, user,
+    nodes (count), node_list, exit_code."""
+    if not _is_json(output):
+        records: list[dict[str, Any]] = []
+        for record_id, state, user, nodes, node_list, exit_code in _text_rows(output, "accounting"):
+            job_id = record_id.split(".")[0]
+            if not user and records and records[-1]["job_id"] == job_id:
+                user = records[-1]["user"]  # sacct names the user on the job's row only
+            records.append(
+                {
+                    "id": record_id,
+                    "job_id": job_id,
+                    # sacct prints "CANCELLED by 1000".
+                    "state": state.split()[0] if state else "",
+                    "user": user or None,
+                    "nodes": _int(nodes) if _none_if_null(node_list) else None,
+                    "node_list": _none_if_null(node_list),
+                    "exit_code": exit_code or None,
+                }
+            )
+        return records
+    records = []
+    for job in _json(output, "jobs"):
+        job_id = str(job["job_id"])
+        records.append(
+            {
+                "id": job_id,
+                "job_id": job_id,
+                "state": _first(job["state"]["current"]),
+                "user": job.get("user") or None,
+                "nodes": _int(job.get("allocation_nodes"))
+                if _none_if_null(job.get("nodes"))
+                else None,
+                "node_list": _none_if_null(job.get("nodes")),
+                "exit_code": _exit_code(job.get("exit_code")),
+            }
+        )
+        for step in job.get("steps") or []:
+            step_id = _step_id(step, job_id)
+            step_nodes = step.get("nodes") or {}
+            records.append(
+                {
+                    "id": step_id,
+                    "job_id": job_id,
+                    "state": _first(step["state"]),
+                    "user": job.get("user") or None,
+                    "nodes": _int(step_nodes.get("count")),
+                    "node_list": _none_if_null(step_nodes.get("range")),
+                    "exit_code": _exit_code(step.get("exit_code")),
+                }
+            )
+    return records
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {
+            "slurm_command": slurm_command,
+            "slurm_version": slurm_version,
+            "slurm_node_hardware": slurm_node_hardware,
+            "slurm_gres_gpus": slurm_gres_gpus,
+            "slurm_nodes": slurm_nodes,
+            "slurm_jobs": slurm_jobs,
+            "slurm_accounting": slurm_accounting,
+        }
+
+
+def _is_json(output: str) -> bool:
+    return output.lstrip().startswith("{")
+
+
+def _json(output: str, key: str) -> list[dict[str, Any]]:
+    document = json.loads(output)
+    errors = [e for e in document.get("errors") or [] if e]
+    if errors:
+        raise ValueError(f"Slurm reported errors: {errors}")
+    return list(document.get(key) or [])
+
+
+def _text_rows(output: str, what: str) -> list[list[str]]:
+    width = _TEXT_FIELDS[what]
+    rows = []
+    for line in output.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("|", width - 1)
+        if len(fields) != width:
+            raise ValueError(f"unexpected {TEXT_COMMANDS[what][0]} line: {line[:200]!r}")
+        rows.append(fields)
+    return rows
+
+
+def _number(value: Any) -> Any:
+    """23.02+ wrap numbers as {set, infinite, number}; an unset one is None."""
+    if isinstance(value, dict) and "number" in value:
+        if value.get("infinite"):
+            return "infinite"
+        return value["number"] if value.get("set", True) else None
+    return value
+
+
+def _int(value: Any) -> int | None:
+    value = _number(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def _first(value: Any) -> str:
+    """A state: 'RUNNING' (22.05) or ['RUNNING'] (23.02+)."""
+    if isinstance(value, list):
+        return str(value[0]).upper() if value else ""
+    return str(value).upper()
+
+
+def _none_if_null(value: Any) -> Any:
+    return None if value in _NULLS else value
+
+
+def _state_word(base: str, flags: list[str]) -> str:
+    """The word sinfo's %T prints."""
+    if "drain" in flags and base not in ("down",):
+        return "draining" if base in ("allocated", "mixed") or "completing" in flags else "drained"
+    if "completing" in flags and base == "idle":
+        return "completing"
+    return base
+
+
+def _text_state(word: str) -> tuple[str, list[str]]:
+    word = word.rstrip("*~#!%$@^-").lower()
+    if word in _DRAIN_WORDS:
+        return _DRAIN_WORDS[word], ["drain"]
+    base, *flags = word.split("+")
+    if base == "completing":
+        return "allocated", ["completing"]
+    return base, flags
+
+
+def _node_from_json(node: dict[str, Any]) -> dict[str, Any]:
+    state = node.get("state")
+    if isinstance(state, list):  # 23.02+: ["IDLE", "DRAIN"]
+        base = str(state[0]).lower() if state else "unknown"
+        flags = [str(flag).lower() for flag in state[1:]]
+    else:  # 22.05: "idle" plus state_flags ["DRAIN"]
+        base = str(state).lower()
+        flags = [str(flag).lower() for flag in node.get("state_flags") or []]
+    flags = ["not_responding" if flag == "not_responding" else flag for flag in flags]
+    gres = _none_if_null(node.get("gres"))
+    return {
+        "name": node["name"],
+        "state": _state_word(base, flags),
+        "base_state": base,
+        "flags": flags,
+        "cpus": _int(node.get("cpus")),
+        "alloc_cpus": _int(node.get("alloc_cpus")),
+        "real_memory": _int(node.get("real_memory")),
+        "gres": gres,
+        "gpus": slurm_gres_gpus(gres),
+        "partitions": list(node.get("partitions") or []),
+        "reason": _none_if_null(node.get("reason")),
+        "version": node.get("version") or node.get("slurmd_version"),
+    }
+
+
+def _job_from_json(job: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "job_id": str(job["job_id"]),
+        "state": _first(job.get("job_state")),
+        "user": job.get("user_name") or None,
+        "partition": job.get("partition") or None,
+        "nodes": _int(job.get("node_count")),
+        "cpus": _int(job.get("cpus")),
+        "node_list": _none_if_null(job.get("nodes")),
+        "reason": _none_if_null(job.get("state_reason")),
+    }
+
+
+def _job_order(job: dict[str, Any]) -> tuple[int, str]:
+    head = job["job_id"].split("_")[0]
+    return (int(head) if head.isdigit() else 0, job["job_id"])
+
+
+def _step_id(step: dict[str, Any], job_id: str) -> str:
+    """'12.0' / '12.batch': 23.02+ give the whole id; 22.05 only the step's part."""
+    ident = (step.get("step") or {}).get("id")
+    if isinstance(ident, str) and "." in ident:
+        return ident
+    return f"{job_id}.{ident}"
+
+
+def _exit_code(value: Any) -> str | None:
+    """'0:0' from 23.02+'s {status, return_code, signal} or 22.05's plain fields."""
+    if not isinstance(value, dict):
+        return None if value is None else str(value)
+    code = _int(value.get("return_code"))
+    signal = value.get("signal") or {}
+    number = _int(signal.get("id")) if isinstance(signal, dict) else _int(signal)
+    return f"{code or 0}:{number or 0}"

@@ -1,0 +1,176 @@
+"""slurm_common's Slurm readers against output captured from real 22.05 and 24.11 daemons
+(tests/fixtures/slurm/capture.sh: a completed and a failed job, one running, one pending,
+the only worker draining with a reason that contains a `|`)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from driver.apps.slurm_reference import role_filters
+
+FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
+VERSIONS = ["22.05", "24.11"]
+slurm_output = role_filters("slurm_output")
+
+
+def _read(version: str, name: str) -> str:
+    return (FIXTURES / version / name).read_text()
+
+
+def _nodes_json(version: str) -> str:
+    # 24.11's per-node records come from scontrol; 22.05 has no scontrol --json.
+    name = (
+        "scontrol-nodes.json"
+        if (FIXTURES / version / "scontrol-nodes.json").exists()
+        else "sinfo.json"
+    )
+    return _read(version, name)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_fixtures_are_what_capture_sh_records(version):
+    assert _read(version, "VERSION").startswith(version)
+    for name in ("sinfo.json", "squeue.json", "sacct.json"):
+        assert json.loads(_read(version, name))["meta"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_slurmd_C_gives_the_node_line_numbers(version):
+    hardware = slurm_output.slurm_node_hardware(_read(version, "slurmd-C.txt"))
+    assert hardware == {
+        "name": ("b22" if version == "22.05" else "t24") + "-w01",
+        "cpus": 2,
+        "boards": 1,
+        "sockets_per_board": 1,
+        "cores_per_socket": 2,
+        "threads_per_core": 1,
+        "real_memory": 24105,
+    }
+
+
+def test_slurmd_C_garbage_is_an_error_naming_the_output():
+    with pytest.raises(ValueError, match="slurmd -C"):
+        slurm_output.slurm_node_hardware("slurmd: error: something\n")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_draining_node_reads_the_same_from_json_and_text(version):
+    (from_json,) = slurm_output.slurm_nodes(_nodes_json(version))
+    (from_text,) = slurm_output.slurm_nodes(_read(version, "nodes.txt"))
+    assert from_json["state"] == "draining"
+    assert from_json["flags"] == ["drain"]
+    assert from_json["reason"] == "capture: draining | with a bar"
+    assert from_json["cpus"] == from_json["alloc_cpus"] == 2
+    assert from_json["partitions"] == ["batch"]
+    assert from_json["gpus"] == 0 and from_json["gres"] is None
+    assert from_json["version"] == _read(version, "VERSION").strip()
+    assert {**from_text, "version": from_json["version"]} == from_json
+
+
+def test_24_11_sinfo_json_groups_nodes_so_nodes_come_from_scontrol():
+    assert slurm_output.slurm_command("nodes", "24.11.5") == ["scontrol", "show", "nodes", "--json"]
+    assert slurm_output.slurm_command("nodes", "22.05.8") == ["sinfo", "--json"]
+    assert "nodes" not in json.loads(_read("24.11", "sinfo.json"))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_queue_reads_the_same_from_json_and_text(version):
+    from_json = slurm_output.slurm_jobs(_read(version, "squeue.json"))
+    from_text = slurm_output.slurm_jobs(_read(version, "jobs.txt"))
+    # squeue --json still lists ended jobs; the readers keep the queue only, like squeue's text.
+    assert [(j["job_id"], j["state"]) for j in from_json] == [("5", "RUNNING"), ("6", "PENDING")]
+    # The text gives the reason's description, JSON its code.
+    assert [{**j, "reason": None} for j in from_json] == [{**j, "reason": None} for j in from_text]
+    assert from_json[1]["reason"] == "Resources"
+    assert from_json[0]["node_list"] == from_json[0]["node_list"].split("-")[0] + "-w01"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_accounting_records_jobs_and_steps(version):
+    records = {r["id"]: r for r in slurm_output.slurm_accounting(_read(version, "accounting.txt"))}
+    assert records["1.0"]["state"] == "COMPLETED" and records["1.0"]["nodes"] == 1
+    assert records["1.0"]["user"] == "labuser"  # the job's user, which sacct prints once
+    assert records["4"]["state"] == "FAILED" and records["4"]["exit_code"] == "3:0"
+    assert records["5"]["state"] == "RUNNING"
+    assert records["6"]["state"] == "PENDING" and records["6"]["node_list"] is None
+
+
+def test_24_11_accounting_reads_the_same_from_json_and_text():
+    from_json = slurm_output.slurm_accounting(_read("24.11", "sacct.json"))
+    from_text = slurm_output.slurm_accounting(_read("24.11", "accounting.txt"))
+    assert from_json == from_text
+
+
+def test_22_05_accounting_uses_text_because_its_json_exit_codes_are_wrong():
+    assert slurm_output.slurm_command("accounting", "22.05.8", job_ids=[4])[:2] == ["sacct", "-n"]
+    assert slurm_output.slurm_command("accounting", "24.11.5", job_ids=[4, 5])[-2:] == ["-j", "4,5"]
+    failed = [
+        r for r in slurm_output.slurm_accounting(_read("22.05", "sacct.json")) if r["id"] == "4"
+    ]
+    assert failed[0]["state"] == "FAILED" and failed[0]["exit_code"] == "0:0"  # the defect
+
+
+def test_text_fallbacks_are_what_the_readers_expect():
+    for what in ("nodes", "jobs", "accounting"):
+        argv = slurm_output.slurm_command(what, "24.11.5", json=False)
+        assert argv == slurm_output.TEXT_COMMANDS[what]
+    with pytest.raises(ValueError, match="unknown Slurm query"):
+        slurm_output.slurm_command("licenses", "24.11.5")
+
+
+@pytest.mark.parametrize(
+    "gres, gpus",
+    [
+        ("", 0),
+        ("(null)", 0),
+        ("gpu:h200:8(S:0-1)", 8),
+        ("gpu:4", 4),
+        ("gpu:a100:2(S:0),gpu:h200:1(S:1),nic:2", 3),
+    ],
+)
+def test_gpus_in_a_gres_string(gres, gpus):
+    assert slurm_output.slurm_gres_gpus(gres) == gpus
+
+
+def test_a_slurm_error_in_json_is_not_read_as_an_empty_cluster():
+    answer = json.dumps({"errors": [{"error": "Unable to contact slurm controller"}], "nodes": []})
+    with pytest.raises(ValueError, match="Unable to contact"):
+        slurm_output.slurm_nodes(answer)
+
+
+def test_a_malformed_text_line_is_an_error():
+    with pytest.raises(ValueError, match="sinfo"):
+        slurm_output.slurm_nodes("w01|idle\n")
+
+
+def test_the_readers_need_only_the_standard_library(tmp_path: Path):
+    source = (ROOT / "roles/slurm_common/filter_plugins/slurm_output.py").read_text()
+    imports = {
+        line.split()[1].split(".")[0]
+        for line in source.splitlines()
+        if line.startswith(("import ", "from "))
+    }
+    assert imports <= {"__future__", "json", "re", "typing"}
+
+
+def test_a_nodes_query_narrows_to_the_named_nodes():
+    assert slurm_output.slurm_command("nodes", json=False, nodes=["w1", "w2"])[:3] == [
+        "sinfo",
+        "-n",
+        "w1,w2",
+    ]
+    assert slurm_output.slurm_command("nodes", "24.11.5", nodes=["w1"]) == [
+        "scontrol",
+        "show",
+        "nodes",
+        "w1",
+        "--json",
+    ]
+    assert slurm_output.slurm_command("nodes", "22.05.8", nodes=["w1"]) == [
+        "sinfo",
+        "--json",
+        "-n",
+        "w1",
+    ]
