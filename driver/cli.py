@@ -90,24 +90,32 @@ def cmd_validate_request(args: argparse.Namespace) -> int:
 
 
 def _load_request(args: argparse.Namespace, *, files: bool) -> RequestCheck | int:
-    """The validated request, or the exit code after reporting why it is invalid."""
+    """The validated request named on the command line, or the exit code after reporting why
+    it is invalid."""
+    return _load_checked(args.request, args.format, files=files)
+
+
+def _load_checked(request: str, output_format: str, *, files: bool) -> RequestCheck | int:
+    """The validated request at `request` ('-': stdin), or the exit code after reporting why
+    it is invalid."""
+    style = "json" if output_format == "json" else "human"
     try:
-        if args.request == "-":
+        if request == "-":
             doc = load_request(sys.stdin.buffer, "<stdin>")
         else:
-            path = Path(args.request)
+            path = Path(request)
             if not path.is_file():
-                return _usage(f"{path}: no such file", args.format)
+                return _usage(f"{path}: no such file", output_format)
             with path.open("rb") as stream:
                 doc = load_request(stream, str(path))
         result = check_request(doc, files=files)
     except DocumentError as exc:
-        _report([exc.finding], "json" if args.format == "json" else "human", valid=False)
+        _report([exc.finding], style, valid=False)
         return Exit.INVALID
     except CatalogError as exc:
-        return _usage(f"the bundle is broken: {exc}", args.format)
+        return _usage(f"the bundle is broken: {exc}", output_format)
     if not result.valid:
-        _report(result.findings, "json" if args.format == "json" else "human", valid=False)
+        _report(result.findings, style, valid=False)
         return Exit.INVALID
     return result
 
@@ -265,7 +273,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
     result_file = request.with_name("deploy-result.json")
     events_file = request.with_name("deploy-events.jsonl")
     console.print(f"deploy request: {request}", highlight=False, markup=False, soft_wrap=True)
-    loaded = _load_request(argparse.Namespace(request=str(request), format="human"), files=True)
+    loaded = _load_checked(str(request), "human", files=True)
     if isinstance(loaded, int):
         return loaded
     code = execute(loaded, args.format, str(result_file), str(events_file))
