@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from enum import IntEnum
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -233,6 +234,16 @@ def render_result(console: Console, request: OperationRequest, result: Result) -
         console.print_json(json.dumps(bundle))
 
 
+def _option(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise SystemExit(f"--option {text!r}: expected KEY=VALUE")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
 def cmd_lab(args: argparse.Namespace) -> int:
     try:
         from driver.lab import lab
@@ -251,6 +262,19 @@ def cmd_lab(args: argparse.Namespace) -> int:
             removed = lab.down(args.name)
             console.print(f"lab {args.name!r}: removed {removed} container(s)", highlight=False)
             return Exit.OK
+        if args.lab_command == "add-host":
+            lab.add_host(args.name, args.host)
+            console.print(f"lab {args.name!r}: host {args.host} started", highlight=False)
+            return Exit.OK
+        if args.lab_command == "op":
+            options = dict(_option(text) for text in args.option)
+            request = lab.operation_request(args.name, args.operation, args.target, options)
+            console.print(f"request: {request}", highlight=False, markup=False, soft_wrap=True)
+            loaded = _load_checked(str(request), "human", files=True)
+            if isinstance(loaded, int):
+                return loaded
+            stem = request.with_suffix("")
+            return execute(loaded, args.format, f"{stem}-result.json", f"{stem}-events.jsonl")
         if args.lab_command == "status":
             rows = lab.status(args.name)
             for row in rows:
@@ -366,6 +390,26 @@ def build_parser() -> argparse.ArgumentParser:
     lab_up.add_argument("--format", choices=("text", "json"), default="text")
     lab_down = lab_sub.add_parser("down", help="remove the lab's containers, network and files")
     lab_down.add_argument("--name", default="lab")
+    lab_add = lab_sub.add_parser(
+        "add-host", help="start one more host in a deployed lab (for add_worker)"
+    )
+    lab_add.add_argument("host", help="its host name, e.g. lab-w03")
+    lab_add.add_argument("--name", default="lab")
+    lab_op = lab_sub.add_parser(
+        "op",
+        help="run a member operation on a deployed lab (the request is derived from its deploy)",
+    )
+    lab_op.add_argument("operation", help="add_worker, drain_worker, status, stop, ...")
+    lab_op.add_argument("--name", default="lab")
+    lab_op.add_argument("--target", help="the lab host the operation acts on (e.g. lab-w01)")
+    lab_op.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an operation option; VALUE is read as JSON when it parses (600, true), else text",
+    )
+    lab_op.add_argument("--format", choices=("text", "json"), default="text")
     lab_status = lab_sub.add_parser("status", help="list lab hosts (and sinfo for --name)")
     lab_status.add_argument("--name", default=None)
     lab_parser.set_defaults(func=cmd_lab)

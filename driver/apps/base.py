@@ -25,6 +25,15 @@ class Violation:
     message: str
 
 
+@dataclass(frozen=True)
+class OperationError:
+    """A failure the playbook reports deliberately (see AppAdapter.operation_errors)."""
+
+    meaning: str
+    target_status: MemberStatus | None
+    instance: tuple[InstanceStatus, Health]
+
+
 class AppAdapter:
     """Defaults for an app that needs nothing beyond its manifest."""
 
@@ -47,6 +56,10 @@ class AppAdapter:
         "stop": (InstanceStatus.STOPPED, Health.UNKNOWN),
         "decommission": (InstanceStatus.DELETED, Health.UNKNOWN),
     }
+    # Refusals and timeouts a playbook reports on purpose, as a failure message that starts
+    # with "[code]": the target member's status afterwards (None: as it was) and the
+    # instance's. Any other failure marks the failed hosts' members failed.
+    operation_errors: ClassVar[dict[str, "OperationError"]] = {}
     # Top-level config fields passed on to the roles, and those not yet with the reason: a
     # test checks that together they are exactly the config schema's properties.
     config_fields: ClassVar[frozenset[str]] = frozenset()
@@ -60,6 +73,13 @@ class AppAdapter:
         self, request: OperationRequest, version: Version, inventory: Inventory
     ) -> None:
         """Role variables (and hosts a topology adds) for the operation's inventory."""
+
+    def observed_state(
+        self, request: OperationRequest, reported: dict[str, Any]
+    ) -> tuple[InstanceStatus, Health] | None:
+        """The instance's status and health as a successful run observed them (status);
+        None: the operation's default (instance_after)."""
+        return None
 
     def detail(
         self,

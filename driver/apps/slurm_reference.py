@@ -10,12 +10,13 @@ from uuid import UUID
 
 import yaml
 
-from driver.apps.base import AppAdapter, Violation
+from driver.apps.base import AppAdapter, OperationError, Violation
 from driver.catalog import bundle_root
 from driver.documents import LinePath
+from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory, apply_defaults
 from driver.models.manifest import Version
-from driver.models.request import OperationRequest
+from driver.models.request import MemberStatus, OperationRequest
 
 # What the result shows of each node the controller reports (slurm_common's slurm_nodes).
 NODE_FIELDS = (
@@ -32,13 +33,38 @@ NODE_FIELDS = (
 
 
 # Operation options -> the role variable that receives each (defaults from the options schema).
-OPTION_VARS = {"wait_idle_timeout_s": "slurm_worker_wait_idle_timeout"}
-MEMBER_OPERATIONS = "its operation's playbook does not exist yet (member-operations issue)"
-PENDING_OPTIONS = dict.fromkeys(("drain_timeout_s", "reason", "force"), MEMBER_OPERATIONS)
+OPTION_VARS = {
+    "wait_idle_timeout_s": "slurm_worker_wait_idle_timeout",
+    "drain_timeout_s": "slurm_controller_drain_timeout",
+    "reason": "slurm_controller_drain_reason",
+    "force": "slurm_controller_remove_force",
+}
+PENDING_OPTIONS: dict[str, str] = {}
+# Node states that mean a node cannot run jobs although nobody asked for it (a drain is asked).
+UNHEALTHY_NODE_STATES = {"down", "fail", "failing", "unknown", "future"}
+UNHEALTHY_NODE_FLAGS = {"not_responding", "fail", "invalid_reg"}
 
 
 class SlurmReference(AppAdapter):
     slug = "slurm-reference"
+    operation_errors: ClassVar[dict[str, OperationError]] = {
+        "drain_timeout": OperationError(
+            "jobs still ran on the node when drain_timeout_s ran out; it stays draining and "
+            "no job was touched",
+            MemberStatus.DRAINING,
+            (InstanceStatus.RUNNING, Health.UNKNOWN),
+        ),
+        "node_busy": OperationError(
+            "jobs run on the node and force is false; nothing was changed",
+            None,
+            (InstanceStatus.RUNNING, Health.UNKNOWN),
+        ),
+        "config_refused": OperationError(
+            "the new config cannot be applied to the running cluster; nothing was changed",
+            None,
+            (InstanceStatus.RUNNING, Health.UNKNOWN),
+        ),
+    }
     config_fields = frozenset({"cluster_name", "partitions", "accounting", "users"})
     pending_config: ClassVar[dict[str, str]] = {
         "monitoring": "the monitoring role does not exist yet (monitoring issue)",
@@ -78,6 +104,22 @@ class SlurmReference(AppAdapter):
         for option, value in options.items():
             if option in OPTION_VARS:
                 inventory.group_vars[OPTION_VARS[option]] = value
+        target = request.operation.target
+        if target is not None:
+            allocation = request.allocation(target.allocation_id)
+            if allocation is not None:  # validation guarantees it
+                inventory.group_vars["slurm_controller_target_node"] = allocation.hostname
+
+    def observed_state(
+        self, request: OperationRequest, reported: dict[str, Any]
+    ) -> tuple[InstanceStatus, Health] | None:
+        if request.operation.type != "status":
+            return None
+        verdict = health_of(request, reported)["classification"]
+        return {
+            "healthy": (InstanceStatus.RUNNING, Health.HEALTHY),
+            "degraded": (InstanceStatus.DEGRADED, Health.DEGRADED),
+        }.get(verdict, (InstanceStatus.FAILED, Health.FAILED))
 
     def detail(
         self,
@@ -103,6 +145,8 @@ class SlurmReference(AppAdapter):
             "profile": controller.get("profile"),
             "readiness": _readiness(controller.get("smoke_test")),
         }
+        if "services" in controller:
+            detail["health"] = health_of(request, reported)
         # An access bundle is a promise that there is a cluster to use: only after a success.
         if not failed:
             users = request.instance.config.get("users") or []
@@ -113,6 +157,66 @@ class SlurmReference(AppAdapter):
                 users[0]["name"] if users else None,
             )
         return detail
+
+
+def health_of(request: OperationRequest, reported: dict[str, Any]) -> dict[str, Any]:
+    """healthy / degraded / failed, with the evidence: every daemon's state, the nodes that
+    cannot run jobs and why, accounting, and the workers that did not answer."""
+    controller = reported.get("slurm_app_controller") or {}
+    workers = reported.get("slurm_app_workers") or {}
+    services: dict[str, str] = controller.get("services") or {}
+    fatal: list[str] = []
+    problems: list[str] = []
+    for daemon in ("munge", "slurmctld"):
+        if services.get(daemon) != "running":
+            fatal.append(f"{controller.get('host')}: {daemon} is {services.get(daemon, 'absent')}")
+    if not controller.get("slurmctld_answers"):
+        fatal.append("slurmctld does not answer `scontrol ping`")
+    if controller.get("accounting"):
+        for daemon in ("mariadb", "slurmdbd"):
+            if services.get(daemon) != "running":
+                problems.append(
+                    f"{controller.get('host')}: {daemon} is {services.get(daemon, 'absent')}"
+                )
+        if not controller.get("accounting_answers"):
+            problems.append("slurmdbd does not answer `sacctmgr show cluster`")
+    worker_hosts = _worker_hosts(request)
+    for host in worker_hosts:
+        report = workers.get(host)
+        if report is None:
+            problems.append(f"{host}: did not answer")
+            continue
+        for daemon, state in sorted((report.get("services") or {}).items()):
+            if state != "running":
+                problems.append(f"{host}: {daemon} is {state}")
+    for node in controller.get("nodes") or []:
+        flags = set(node.get("flags") or [])
+        if node.get("base_state") in UNHEALTHY_NODE_STATES or flags & UNHEALTHY_NODE_FLAGS:
+            reason = f" ({node['reason']})" if node.get("reason") else ""
+            problems.append(f"node {node.get('name')} is {node.get('state')}{reason}")
+    classification = "failed" if fatal else "degraded" if problems else "healthy"
+    return {
+        "classification": classification,
+        "problems": fatal + problems,
+        "services": {
+            str(controller.get("host")): services,
+            **{host: (workers.get(host) or {}).get("services") for host in worker_hosts},
+        },
+        "accounting_reachable": controller.get("accounting_answers"),
+    }
+
+
+def _worker_hosts(request: OperationRequest) -> list[str]:
+    hosts = []
+    for member in request.members:
+        if member.component_key == "worker" and member.status not in (
+            MemberStatus.REMOVED,
+            MemberStatus.PENDING,
+        ):
+            allocation = request.allocation(member.allocation_id)
+            if allocation is not None:
+                hosts.append(allocation.hostname)
+    return hosts
 
 
 def _readiness(smoke: dict[str, Any] | None) -> dict[str, Any] | None:

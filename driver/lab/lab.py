@@ -151,6 +151,64 @@ def up(spec: LabSpec) -> Path:
     return request
 
 
+def operation_request(
+    name: str,
+    operation: str,
+    target: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> Path:
+    """A member operation on a deployed lab, as the platform would send it after the deploy
+    succeeded (every member ready); `target` is a lab host name. Returns the request file."""
+    folder = lab_dir(name)
+    deploy = folder / "deploy.json"
+    if not deploy.is_file():
+        raise LabError(f"lab {name!r} has no deploy request; run `slurm-app-driver lab up` first")
+    request = json.loads(deploy.read_text())
+    for member in request["members"]:
+        member["status"] = "ready"
+    known = {a["id"] for a in request["allocations"]}
+    request["allocations"] += [
+        a for a in json.loads((folder / "allocations.json").read_text()) if a["id"] not in known
+    ]
+    request["correlation_id"] = f"lab-{uuid.uuid4()}"
+    request["operation"] = {"id": f"lab-{operation}-{uuid.uuid4()}", "type": operation}
+    if target is not None:
+        allocation = next((a for a in request["allocations"] if a["hostname"] == target), None)
+        if allocation is None:
+            hosts = ", ".join(a["hostname"] for a in request["allocations"])
+            raise LabError(f"lab {name!r} has no host {target!r} (hosts: {hosts})")
+        request["operation"]["target"] = {"allocation_id": allocation["id"]}
+        if not any(m["allocation_id"] == allocation["id"] for m in request["members"]):
+            request["members"].append(
+                {
+                    "member_id": f"{name}-worker-{target}",
+                    "component_key": "worker",
+                    "allocation_id": allocation["id"],
+                    "status": "pending",
+                }
+            )
+    if options:
+        request["operation"]["options"] = options
+    path = folder / f"{operation}.json"
+    path.write_text(json.dumps(request, indent=2) + "\n")
+    return path
+
+
+def add_host(name: str, host: str) -> None:
+    """Start one more host in a deployed lab, as the platform allocates one for add_worker;
+    `lab op add_worker --target HOST` then joins it."""
+    if not re.fullmatch(rf"{re.escape(name)}-[a-z0-9]{{1,20}}", host):
+        raise LabError(f"host {host!r}: expected {name}-<letters or digits>, e.g. {name}-w03")
+    spec = LabSpec(**json.loads((lab_dir(name) / "spec.json").read_text()))
+    key = key_dir(name) / "id_ed25519"
+    (started,) = start_hosts(
+        name, [host], build_image(spec.distro), key.with_suffix(".pub").read_text().strip()
+    )
+    path = lab_dir(name) / "allocations.json"
+    allocations = [a for a in json.loads(path.read_text()) if a["hostname"] != host]
+    path.write_text(json.dumps([*allocations, _allocation(spec, started)], indent=2) + "\n")
+
+
 def controller_container(name: str) -> Any:
     for container in lab_containers(name):
         if container.labels.get("io.slurm-app.lab.host") == f"{name}-ctl":

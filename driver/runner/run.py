@@ -3,6 +3,7 @@
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import sys
 import sysconfig
@@ -20,7 +21,7 @@ from ansible_runner.interface import init_runner
 from ansible_runner.utils import get_callback_dir
 
 from driver.apps import adapter_for
-from driver.apps.base import AppAdapter
+from driver.apps.base import AppAdapter, OperationError
 from driver.catalog import bundle_root, state_dir
 from driver.events import (
     ErrorInfo,
@@ -64,6 +65,8 @@ def count_plays(playbook: Path) -> int:
     return len(plays) if isinstance(plays, list) else 1
 
 
+# How a playbook marks a failure it reports on purpose: "[drain_timeout] node w01 still ...".
+DELIBERATE_ERROR = re.compile(r"\[(?P<code>[a-z][a-z_]{2,40})\]\s*")
 # What OpenSSH prints when a host's key is not the one known for it.
 HOST_KEY_SIGNS = ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED")
 
@@ -397,24 +400,44 @@ def run_playbook(
             code="read_only_violated",
             message=f"{request.operation.type} is read-only but changed {result.changed} task(s)",
         )
-    _members(plan, result, failed)
+    _members(plan, result, failed, collector.artifact_data)
     result.adapter_detail = _adapter_detail(plan, collector.artifact_data, failed)
     return result
 
 
-def _members(plan: RunPlan, result: Result, failed: bool) -> None:
+def _deliberate_error(plan: RunPlan, error: ErrorInfo | None) -> OperationError | None:
+    """A playbook's "[code] ..." failure that the app declares; the error takes its code."""
+    if error is None or error.code != "host_failed":
+        return None
+    match = DELIBERATE_ERROR.search(error.message)
+    if match is None or match["code"] not in plan.adapter.operation_errors:
+        return None
+    error.code = match["code"]
+    error.message = (error.message[: match.start()] + error.message[match.end() :]).strip()
+    return plan.adapter.operation_errors[match["code"]]
+
+
+def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, Any]) -> None:
+    """Members' and the instance's status after the run. A targeted operation (add, drain,
+    resume, remove) changes its target's status only; a failure of the target alone leaves
+    the rest of the cluster as it was (degraded, not failed)."""
     request = plan.request
     after = plan.adapter.status_after.get(request.operation.type)
+    target = request.operation.target.allocation_id if request.operation.target else None
     touched = plan.inventory.allocation_hosts
     bad_hosts = {h for h, s in result.hosts.items() if s.failed or s.unreachable}
+    deliberate = _deliberate_error(plan, result.error) if failed else None
     for member in request.members:
         status = member.status
         host = touched.get(member.allocation_id)
-        if host is not None:
-            if failed and host in bad_hosts:
-                status = MemberStatus.FAILED
-            elif not failed and after is not None:
-                status = after
+        changes = member.allocation_id == target if target is not None else host is not None
+        if deliberate is not None:
+            if member.allocation_id == target and deliberate.target_status is not None:
+                status = deliberate.target_status
+        elif failed and host is not None and host in bad_hosts:
+            status = MemberStatus.FAILED
+        elif not failed and changes and after is not None:
+            status = after
         result.members.append(
             MemberResult(
                 member_id=member.member_id,
@@ -423,10 +446,17 @@ def _members(plan: RunPlan, result: Result, failed: bool) -> None:
                 status=status,
             )
         )
-    if failed:
+    target_host = touched.get(target) if target is not None else None
+    if deliberate is not None:
+        status, health = deliberate.instance
+    elif failed and target_host is not None and bad_hosts == {target_host}:
+        status, health = InstanceStatus.RUNNING, Health.DEGRADED
+    elif failed:
         status, health = InstanceStatus.FAILED, Health.FAILED
     else:
-        status, health = plan.adapter.instance_after.get(
+        status, health = plan.adapter.observed_state(
+            request, reported
+        ) or plan.adapter.instance_after.get(
             request.operation.type, (InstanceStatus.RUNNING, Health.HEALTHY)
         )
     result.instance = {

@@ -216,6 +216,110 @@ def test_sigterm_mid_run_cancels_it_and_a_rerun_converges(deployed, monkeypatch)
     assert events(again.stdout)[-1]["result"]["changed"] == 0
 
 
+def on(host: str, command: str) -> str:
+    """A shell command on a lab host (as its root), its output; fails the test on error."""
+    container = next(c for c in lab.lab_containers(SPEC.name) if c.labels[f"{LABEL}.host"] == host)
+    ran = container.exec_run(["/bin/bash", "-c", command])
+    assert ran.exit_code == 0, (command, ran.output.decode())
+    return ran.output.decode()
+
+
+def wait_on(host: str, check: str, seconds: int = 60) -> None:
+    """Until the shell check succeeds on the host, at most `seconds`."""
+    on(host, f"for i in $(seq {seconds}); do {check} && exit 0; sleep 1; done; exit 1")
+
+
+def operation(deployed, kind: str, target: str | None = None, **options) -> tuple[int, dict]:
+    """A member operation on the e2e cluster through the driver: (exit code, result)."""
+    request = lab.operation_request(SPEC.name, kind, target, options)
+    ran = driver("run", str(request), env=deployed["env"])
+    return ran.returncode, events(ran.stdout)[-1]["result"]
+
+
+def _member_statuses(result: dict) -> dict[str, str]:
+    return {m["member_id"]: m["status"] for m in result["members"]}
+
+
+def submit(*args: str) -> str:
+    """sbatch as the lab user on the controller; the job id."""
+    command = " ".join(["sbatch", "--parsable", "-o", "/dev/null", *args])
+    return on("e2e-ctl", f"cd /tmp && runuser -u labuser -- {command}").strip()
+
+
+def test_status_classifies_with_evidence_and_changes_nothing(deployed):
+    code, result = operation(deployed, "status")
+    assert code == 0 and result["changed"] == 0, result
+    assert result["instance"]["health"] == "healthy"
+    health = result["adapter_detail"]["health"]
+    assert health["classification"] == "healthy" and health["problems"] == []
+    assert health["services"]["e2e-w02"] == {"munge": "running", "slurmd": "running"}
+    assert health["accounting_reachable"] is True
+    on("e2e-w02", "systemctl stop slurmd")
+    try:
+        code, result = operation(deployed, "status")
+        assert code == 0 and result["changed"] == 0, result
+        assert result["instance"] == {
+            **result["instance"],
+            "status": "degraded",
+            "health": "degraded",
+        }
+        assert "e2e-w02: slurmd is stopped" in result["adapter_detail"]["health"]["problems"]
+    finally:
+        on("e2e-w02", "systemctl start slurmd")
+    wait_on("e2e-ctl", "sinfo -h -n e2e-w02 -o %T | grep -qx idle")
+    code, result = operation(deployed, "status")
+    assert result["adapter_detail"]["health"]["classification"] == "healthy", result
+
+
+def test_drain_waits_for_jobs_never_kills_one_and_resume_returns_the_node(deployed):
+    job = submit("-w", "e2e-w01", "--wrap", "'sleep 25'")
+    wait_on("e2e-ctl", f"squeue -h -j {job} -t R | grep -q .")
+    code, result = operation(
+        deployed, "drain_worker", "e2e-w01", drain_timeout_s=2, reason="maintenance: e2e"
+    )
+    assert code == 1
+    assert result["error"]["code"] == "drain_timeout", result["error"]
+    assert job in result["error"]["message"]
+    assert _member_statuses(result)["e2e-worker-e2e-w01"] == "draining"
+    assert _member_statuses(result)["e2e-controller"] == "ready"
+    assert on("e2e-ctl", f"squeue -h -j {job} -o %T").strip() == "RUNNING"
+    assert on("e2e-ctl", "sinfo -h -n e2e-w01 -o '%T|%E'").strip() == "draining|maintenance: e2e"
+    code, result = operation(
+        deployed, "drain_worker", "e2e-w01", drain_timeout_s=120, reason="maintenance: e2e"
+    )
+    assert code == 0, result
+    assert _member_statuses(result)["e2e-worker-e2e-w01"] == "drained"
+    assert on("e2e-ctl", f"sacct -n -X -j {job} -o State").split() == ["COMPLETED"]
+    code, result = operation(deployed, "resume_worker", "e2e-w01")
+    assert code == 0 and result["changed"] == 1, result
+    assert _member_statuses(result)["e2e-worker-e2e-w01"] == "ready"
+    assert on("e2e-ctl", "sinfo -h -n e2e-w01 -o %T").strip() == "idle"
+    code, result = operation(deployed, "resume_worker", "e2e-w01")
+    assert code == 0 and result["changed"] == 0, result
+
+
+def test_stop_keeps_queued_jobs_and_start_runs_them(deployed):
+    job = submit("--begin=now+20", "--wrap", "true")
+    code, result = operation(deployed, "stop")
+    assert code == 0, result
+    assert result["instance"]["status"] == "stopped"
+    assert set(_member_statuses(result).values()) == {"stopped"}
+    assert (
+        on("e2e-ctl", "systemctl is-active munge mariadb slurmdbd slurmctld || true").split()
+        == ["inactive"] * 4
+    )
+    assert on("e2e-w01", "systemctl is-active munge slurmd || true").split() == ["inactive"] * 2
+    code, result = operation(deployed, "start")
+    assert code == 0, result
+    assert set(_member_statuses(result).values()) == {"ready"}
+    wait_on("e2e-ctl", f"sacct -n -X -j {job} -o State | grep -q COMPLETED")
+    code, result = operation(deployed, "restart")
+    assert code == 0, result
+    assert result["instance"] == {**result["instance"], "status": "running", "health": "healthy"}
+    output = lab.test_job(SPEC.name)
+    assert sorted(line.split(": ", 1)[1] for line in output.splitlines()) == ["e2e-w01", "e2e-w02"]
+
+
 def test_a_host_presenting_another_key_gets_nothing(deployed):
     """Last in this module: it gives e2e-w01 new host keys, as an impostor at its address."""
     worker = next(

@@ -174,3 +174,33 @@ def test_a_nodes_query_narrows_to_the_named_nodes():
         "-n",
         "w1",
     ]
+
+
+def test_a_jobs_query_on_nodes_is_the_text_form_narrowed_by_w():
+    argv = slurm_output.slurm_command("jobs", "24.11.5", nodes=["w1"])
+    assert argv[:3] == ["squeue", "-w", "w1"] and "--json" not in argv
+    assert slurm_output.slurm_command("jobs", "24.11.5") == ["squeue", "--json"]
+
+
+def test_unit_states_name_what_is_not_installed():
+    services = {"munge.service": {"state": "running"}, "slurmd.service": {"state": "stopped"}}
+    assert slurm_output.slurm_unit_states(services, ["munge", "slurmd", "slurmctld"]) == {
+        "munge": "running",
+        "slurmd": "stopped",
+        "slurmctld": "absent",
+    }
+
+
+@pytest.mark.parametrize(
+    "word, base, flags, state",
+    [
+        ("idle", "idle", [], "idle"),
+        ("idle*", "idle", ["not_responding"], "idle"),
+        ("drained*", "idle", ["drain", "not_responding"], "drained"),
+        ("down*", "down", ["not_responding"], "down"),
+        ("mixed+drain", "mixed", ["drain"], "draining"),
+    ],
+)
+def test_sinfo_state_words(word, base, flags, state):
+    (node,) = slurm_output.slurm_nodes(f"w1|{word}|0/2/0/2|1000|(null)|batch*|none\n")
+    assert (node["base_state"], node["flags"], node["state"]) == (base, flags, state)

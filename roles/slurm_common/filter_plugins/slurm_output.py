@@ -50,7 +50,7 @@ _ENDED = {
     "DEADLINE",
     "OUT_OF_MEMORY",
 }
-_NULLS = (None, "", "(null)", "N/A", "None", "None assigned")
+_NULLS = (None, "", "(null)", "N/A", "None", "none", "None assigned")
 
 # What sinfo's %T prints for a drained node, by whether it still runs something.
 _DRAIN_WORDS = {"drained": "idle", "draining": "allocated"}
@@ -78,11 +78,14 @@ def slurm_command(
 ) -> list[str]:
     """The argv that asks this Slurm version about `what` (nodes, jobs, accounting): its JSON
     form where the version has a right one and `json` is true, else the text form (which any
-    version reads alike: the version may then be empty). `nodes` narrows a nodes query,
-    `job_ids` an accounting query."""
+    version reads alike: the version may then be empty). `nodes` narrows a nodes or jobs
+    query (a narrowed jobs query is always the text form, which `squeue -w` filters alike in
+    every version), `job_ids` an accounting query."""
     if what not in TEXT_COMMANDS:
         raise ValueError(f"unknown Slurm query {what!r}; expected one of {sorted(TEXT_COMMANDS)}")
     node_list = ",".join(nodes or [])
+    if what == "jobs" and node_list:
+        json = False
     if json and slurm_version_tuple(version) >= JSON_SINCE[what]:
         if what == "nodes" and slurm_version_tuple(version) >= SCONTROL_JSON_SINCE:
             argv = ["scontrol", "show", "nodes", *([node_list] if node_list else []), "--json"]
@@ -94,8 +97,8 @@ def slurm_command(
             argv = ["sacct", "--json", "-a"]
     else:
         argv = list(TEXT_COMMANDS[what])
-        if what == "nodes" and node_list:
-            argv[1:1] = ["-n", node_list]
+        if node_list:
+            argv[1:1] = ["-n" if what == "nodes" else "-w", node_list]
     if what == "accounting" and job_ids:
         # With -j sacct searches from the epoch, not from today's midnight.
         argv += ["-j", ",".join(str(job_id) for job_id in job_ids)]
@@ -243,11 +246,21 @@ def slurm_accounting(output: str) -> list[dict[str, Any]]:
     return records
 
 
+def slurm_unit_states(services: dict[str, Any], units: list[str]) -> dict[str, str]:
+    """{unit: state} from service_facts' `services` for the Slurm stack's units ('running',
+    'stopped', ...; 'absent' when the unit is not installed)."""
+    return {
+        unit: str((services.get(f"{unit}.service") or {}).get("state") or "absent")
+        for unit in units
+    }
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "slurm_command": slurm_command,
             "slurm_version": slurm_version,
+            "slurm_unit_states": slurm_unit_states,
             "slurm_node_hardware": slurm_node_hardware,
             "slurm_gres_gpus": slurm_gres_gpus,
             "slurm_nodes": slurm_nodes,
@@ -320,13 +333,16 @@ def _state_word(base: str, flags: list[str]) -> str:
 
 
 def _text_state(word: str) -> tuple[str, list[str]]:
+    """sinfo's %T word: 'idle', 'drained', 'mixed+drain', 'idle*' (not responding)."""
+    suffixes = word[len(word.rstrip("*~#!%$@^-")) :]
+    extra = ["not_responding"] if "*" in suffixes else []
     word = word.rstrip("*~#!%$@^-").lower()
     if word in _DRAIN_WORDS:
-        return _DRAIN_WORDS[word], ["drain"]
+        return _DRAIN_WORDS[word], ["drain", *extra]
     base, *flags = word.split("+")
     if base == "completing":
-        return "allocated", ["completing"]
-    return base, flags
+        return "allocated", ["completing", *extra]
+    return base, [*flags, *extra]
 
 
 def _node_from_json(node: dict[str, Any]) -> dict[str, Any]:
