@@ -274,7 +274,9 @@ def cmd_lab(args: argparse.Namespace) -> int:
             if isinstance(loaded, int):
                 return loaded
             stem = request.with_suffix("")
-            return execute(loaded, args.format, f"{stem}-result.json", f"{stem}-events.jsonl")
+            code = execute(loaded, args.format, f"{stem}-result.json", f"{stem}-events.jsonl")
+            lab.record_members(args.name, Path(f"{stem}-result.json"))
+            return code
         if args.lab_command == "status":
             rows = lab.status(args.name)
             for row in rows:

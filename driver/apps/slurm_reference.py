@@ -129,8 +129,9 @@ class SlurmReference(AppAdapter):
         failed: bool,
     ) -> dict[str, Any]:
         controller = reported.get("slurm_app_controller") or {}
+        destroyed = reported.get("slurm_app_destroyed")
         if not controller:
-            return {}
+            return {"destroyed": destroyed_data(destroyed)} if destroyed else {}
         detail: dict[str, Any] = {
             "cluster_name": controller.get("cluster_name"),
             "daemon_versions": {
@@ -147,6 +148,8 @@ class SlurmReference(AppAdapter):
         }
         if "services" in controller:
             detail["health"] = health_of(request, reported)
+        if destroyed:
+            detail["destroyed"] = destroyed_data(destroyed)
         # An access bundle is a promise that there is a cluster to use: only after a success.
         if not failed:
             users = request.instance.config.get("users") or []
@@ -157,6 +160,36 @@ class SlurmReference(AppAdapter):
                 users[0]["name"] if users else None,
             )
         return detail
+
+
+# What a teardown's removed paths held, for the result (longest prefix wins).
+DESTROYED_KINDS = (
+    ("/home/", "home directory: the user's files and job output"),
+    ("/var/lib/mysql", "accounting database: every job record and association"),
+    ("/var/lib/slurm", "Slurm state and spool: queued jobs, node states, job scripts"),
+    ("/var/log/", "logs"),
+    ("/etc/munge", "munge key"),
+    ("/var/lib/munge", "munge state"),
+    ("/etc/", "configuration"),
+    ("/run/", "runtime files"),
+)
+
+
+def destroyed_data(reported: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per host, each removed path with its size and what it held."""
+    return {
+        host: [
+            {
+                **entry,
+                "held": next(
+                    (what for prefix, what in DESTROYED_KINDS if entry["path"].startswith(prefix)),
+                    "data",
+                ),
+            }
+            for entry in entries
+        ]
+        for host, entries in sorted(reported.items())
+    }
 
 
 def health_of(request: OperationRequest, reported: dict[str, Any]) -> dict[str, Any]:

@@ -143,6 +143,7 @@ def up(spec: LabSpec) -> Path:
         spec.name, host_names(spec), image, key.with_suffix(".pub").read_text().strip()
     )
     request = folder / "deploy.json"
+    (folder / "members.json").unlink(missing_ok=True)  # a new deploy: its members start over
     request.write_text(json.dumps(deploy_request(spec, hosts, key), indent=2) + "\n")
     (folder / "allocations.json").write_text(
         json.dumps([_allocation(spec, h) for h in hosts], indent=2) + "\n"
@@ -164,8 +165,12 @@ def operation_request(
     if not deploy.is_file():
         raise LabError(f"lab {name!r} has no deploy request; run `slurm-app-driver lab up` first")
     request = json.loads(deploy.read_text())
-    for member in request["members"]:
-        member["status"] = "ready"
+    members = folder / "members.json"
+    if members.is_file():
+        request["members"] = json.loads(members.read_text())
+    else:
+        for member in request["members"]:
+            member["status"] = "ready"
     known = {a["id"] for a in request["allocations"]}
     request["allocations"] += [
         a for a in json.loads((folder / "allocations.json").read_text()) if a["id"] not in known
@@ -184,7 +189,8 @@ def operation_request(
                     "member_id": f"{name}-worker-{target}",
                     "component_key": "worker",
                     "allocation_id": allocation["id"],
-                    "status": "pending",
+                    # a host added after the deploy is a member once add_worker joined it
+                    "status": "pending" if operation == "add_worker" else "ready",
                 }
             )
     if options:
@@ -192,6 +198,18 @@ def operation_request(
     path = folder / f"{operation}.json"
     path.write_text(json.dumps(request, indent=2) + "\n")
     return path
+
+
+def record_members(name: str, result_file: Path) -> None:
+    """After an operation on the lab succeeded, its members as the result gives them: the
+    next `lab op` request carries them, as the platform's would."""
+    result = json.loads(result_file.read_text())
+    if result.get("status") == "succeeded":
+        members = [
+            {k: m[k] for k in ("member_id", "component_key", "allocation_id", "status")}
+            for m in result["members"]
+        ]
+        (lab_dir(name) / "members.json").write_text(json.dumps(members, indent=2) + "\n")
 
 
 def add_host(name: str, host: str) -> None:

@@ -82,6 +82,8 @@ class _Collector:
         self.play = ""
         self.task = ""
         self.first_error: ErrorInfo | None = None
+        # each host's latest failure: where a rescue handled the first, it reports the cause
+        self.last_error: dict[str, ErrorInfo] = {}
         self.artifact_data: dict[str, Any] = {}
         # what ansible-playbook printed outside any task (its own errors), last lines only
         self.verbose_tail: list[str] = []
@@ -95,6 +97,14 @@ class _Collector:
         message = str(result.get("msg") or "failed")
         stderr = [line for line in str(result.get("stderr") or "").splitlines() if line][-3:]
         return f"{self.task}: {message}" + (f" ({' | '.join(stderr)})" if stderr else "")
+
+    def error(self) -> ErrorInfo | None:
+        """The run's error: the first failure, unless a rescue handled it on its host; then
+        that host's last failure, which a rescue raises with what it did about the first."""
+        first = self.first_error
+        if first is not None and first.host and (self.stats.get("rescued") or {}).get(first.host):
+            return self.last_error.get(first.host, first)
+        return first
 
     def ansible_said(self) -> str:
         """Its error lines first, then the last lines (where it shows the origin)."""
@@ -125,9 +135,10 @@ class _Collector:
             self.sink(
                 EventType.HOST_FAILED, play=self.play, task=self.task, host=host, message=message
             )
-            self.first_error = self.first_error or ErrorInfo(
-                code="host_failed", message=message, host=host
-            )
+            error = ErrorInfo(code="host_failed", message=message, host=host)
+            self.first_error = self.first_error or error
+            if host:
+                self.last_error[host] = error
         elif kind == "runner_on_unreachable":
             message = f"{self.task}: {(data.get('res') or {}).get('msg', 'unreachable')}"
             code = "host_unreachable"
@@ -381,7 +392,7 @@ def run_playbook(
         )
     result = Result(
         status="cancelled" if runner.status == "canceled" else "failed" if failed else "succeeded",
-        error=collector.first_error if failed else None,
+        error=collector.error() if failed else None,
         changed=sum(h.changed for h in hosts.values()),
         hosts=hosts,
         duration_s=round(time.monotonic() - started, 1),

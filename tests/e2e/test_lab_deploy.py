@@ -232,7 +232,9 @@ def wait_on(host: str, check: str, seconds: int = 60) -> None:
 def operation(deployed, kind: str, target: str | None = None, **options) -> tuple[int, dict]:
     """A member operation on the e2e cluster through the driver: (exit code, result)."""
     request = lab.operation_request(SPEC.name, kind, target, options)
-    ran = driver("run", str(request), env=deployed["env"])
+    result_file = request.with_name(f"{kind}-result.json")
+    ran = driver("run", str(request), "--result-file", str(result_file), env=deployed["env"])
+    lab.record_members(SPEC.name, result_file)  # the next request carries them, as the platform's
     return ran.returncode, events(ran.stdout)[-1]["result"]
 
 
@@ -318,6 +320,123 @@ def test_stop_keeps_queued_jobs_and_start_runs_them(deployed):
     assert result["instance"] == {**result["instance"], "status": "running", "health": "healthy"}
     output = lab.test_job(SPEC.name)
     assert sorted(line.split(": ", 1)[1] for line in output.splitlines()) == ["e2e-w01", "e2e-w02"]
+
+
+def _slurm_conf_sha() -> str:
+    return on("e2e-ctl", "sha256sum /etc/slurm/slurm.conf").split()[0]
+
+
+def _slurmd_since(host: str) -> str:
+    return on(host, "systemctl show -p ActiveEnterTimestamp slurmd").strip()
+
+
+def test_add_worker_touches_only_the_controller_and_the_new_worker(deployed):
+    lab.add_host(SPEC.name, "e2e-w03")
+    before = {host: _slurmd_since(host) for host in ("e2e-w01", "e2e-w02")}
+    config = _slurm_conf_sha()
+    code, result = operation(deployed, "add_worker", "e2e-w03", wait_idle_timeout_s=120)
+    assert code == 0, result
+    assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl", "e2e-w03"]
+    assert _member_statuses(result)["e2e-worker-e2e-w03"] == "ready"
+    readiness = result["adapter_detail"]["readiness"]
+    assert readiness["nodes"] == 1
+    assert {r["node_list"] for r in readiness["accounting_record"]} == {"e2e-w03"}
+    # no existing slurmd restarted; the new node is in the controller's configuration
+    assert {host: _slurmd_since(host) for host in before} == before
+    assert _slurm_conf_sha() != config
+    assert on("e2e-ctl", "sinfo -h -N -o %N").split() == ["e2e-w01", "e2e-w02", "e2e-w03"]
+    code, again = operation(deployed, "add_worker", "e2e-w03", wait_idle_timeout_s=120)
+    assert code == 0 and again["changed"] == 0, again["hosts"]
+
+
+# What a worker's slurmd answers when its host is broken on purpose: `slurmd -C` fails (the
+# join fails while the worker is prepared), or it answers but no slurmd unit exists (the join
+# fails after the node was recorded on the controller).
+FAKE_SLURMD = {
+    "fails_detection": "#!/bin/sh\nexit 1\n",
+    "no_daemon": (
+        '#!/bin/sh\ncase "$1" in\n'
+        "-C) echo 'NodeName=e2e-w04 CPUs=1 Boards=1 SocketsPerBoard=1 CoresPerSocket=1 "
+        "ThreadsPerCore=1 RealMemory=1000';;\n-V) echo 'slurm 24.11.5';;\n*) exit 1;;\nesac\n"
+    ),
+}
+
+
+def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed):
+    lab.add_host(SPEC.name, "e2e-w04")
+    config = _slurm_conf_sha()
+    plant = "cat > /usr/sbin/slurmd <<'EOF'\n{}EOF\nchmod 0755 /usr/sbin/slurmd"
+    on("e2e-w04", plant.format(FAKE_SLURMD["fails_detection"]))
+    code, result = operation(deployed, "add_worker", "e2e-w04", wait_idle_timeout_s=10)
+    assert code == 1
+    assert (result["error"]["code"], result["error"]["host"]) == ("host_failed", "e2e-w04")
+    assert _member_statuses(result)["e2e-worker-e2e-w04"] == "failed"
+    assert result["instance"]["status"] == "running"  # the cluster runs as before
+    assert _slurm_conf_sha() == config, "the controller's configuration changed"
+    assert "e2e-w04" not in on("e2e-ctl", "sinfo -h -N -o %N").split()
+
+    on("e2e-w04", plant.format(FAKE_SLURMD["no_daemon"]))
+    code, result = operation(deployed, "add_worker", "e2e-w04", wait_idle_timeout_s=10)
+    assert code == 1
+    assert result["error"]["host"] == "e2e-w04"
+    assert "left DOWN" in result["error"]["message"]
+    state = on("e2e-ctl", "sinfo -h -N -n e2e-w04 -o '%T|%E'").strip()
+    assert state.startswith("down") and "add_worker failed" in state, state
+
+    on("e2e-w04", "rm /usr/sbin/slurmd")
+    code, result = operation(deployed, "add_worker", "e2e-w04", wait_idle_timeout_s=120)
+    assert code == 0, result
+    assert on("e2e-ctl", "sinfo -h -N -n e2e-w04 -o %T").strip() == "idle"
+
+
+def test_remove_worker_refuses_a_busy_node_unless_forced_and_cleans_the_host(deployed):
+    job = submit("-w", "e2e-w04", "--wrap", "'sleep 300'")
+    wait_on("e2e-ctl", f"squeue -h -j {job} -t R | grep -q .")
+    config = _slurm_conf_sha()
+    code, result = operation(deployed, "remove_worker", "e2e-w04")
+    assert code == 1
+    assert result["error"]["code"] == "node_busy" and job in result["error"]["message"]
+    assert result["changed"] == 0 and _slurm_conf_sha() == config
+    assert _member_statuses(result)["e2e-worker-e2e-w04"] == "ready"
+    assert on("e2e-ctl", f"squeue -h -j {job} -o %T").strip() == "RUNNING"
+
+    code, result = operation(deployed, "remove_worker", "e2e-w04", force=True)
+    assert code == 0, result
+    assert _member_statuses(result)["e2e-worker-e2e-w04"] == "removed"
+    assert on("e2e-ctl", f"sacct -n -X -j {job} -o State").split()[0] == "CANCELLED"
+    assert "e2e-w04" not in on("e2e-ctl", "sinfo -h -N -o %N").split()
+    destroyed = {e["path"] for e in result["adapter_detail"]["destroyed"]["e2e-w04"]}
+    assert {"/etc/munge", "/var/lib/slurm", "/home/labuser"} <= destroyed
+    assert on("e2e-w04", "dpkg -l | grep -E 'slurm|munge' || true").strip() == ""
+
+    code, result = operation(deployed, "remove_worker", "e2e-w03")
+    assert code == 0, result
+    assert on("e2e-ctl", "sinfo -h -N -o %N").split() == ["e2e-w01", "e2e-w02"]
+
+
+TEARDOWN_PATHS = (
+    "/etc/slurm /etc/munge /var/lib/slurm /var/log/slurm /var/lib/munge /var/log/munge "
+    "/var/lib/mysql /etc/mysql /home/labuser"
+)
+
+
+def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
+    """Last but one: the cluster is gone afterwards."""
+    code, result = operation(deployed, "decommission")
+    assert code == 0, result
+    assert result["instance"]["status"] == "deleted"
+    assert set(_member_statuses(result).values()) == {"removed"}
+    destroyed = result["adapter_detail"]["destroyed"]
+    held = {e["path"]: e["held"] for e in destroyed["e2e-ctl"]}
+    assert held["/var/lib/mysql"].startswith("accounting database")
+    assert held["/home/labuser"].startswith("home directory")
+    assert set(destroyed) == {"e2e-ctl", "e2e-w01", "e2e-w02"}
+    for host in ("e2e-ctl", "e2e-w01", "e2e-w02"):
+        packages = on(host, "dpkg -l | grep -iE 'slurm|munge|mariadb|mysql' || true")
+        assert packages.strip() == "", (host, packages)
+        left = on(host, f"ls -d {TEARDOWN_PATHS} 2>/dev/null || true")
+        assert left.strip() == "", (host, left)
+        assert on(host, "getent passwd labuser || true").strip() == ""
 
 
 def test_a_host_presenting_another_key_gets_nothing(deployed):

@@ -20,19 +20,9 @@ ENTRIES = [
 ]
 # Operations declared in the catalog whose playbooks are still to come, and the issue that
 # brings each. A playbook that lands must leave this list (the test below insists).
-MEMBER_OPERATIONS = "member operations at constant cost"
 PENDING_PLAYBOOKS = {
-    **{
-        ("slurm-reference", op): MEMBER_OPERATIONS
-        for op in (
-            "remove_worker",
-            "decommission",
-        )
-    },
-    **{
-        ("open-ondemand", op): "Open OnDemand companion app"
-        for op in ("deploy", "status", "restart", "decommission")
-    },
+    ("open-ondemand", op): "Open OnDemand companion app"
+    for op in ("deploy", "status", "restart", "decommission")
 }
 
 

@@ -204,3 +204,11 @@ def test_unit_states_name_what_is_not_installed():
 def test_sinfo_state_words(word, base, flags, state):
     (node,) = slurm_output.slurm_nodes(f"w1|{word}|0/2/0/2|1000|(null)|batch*|none\n")
     assert (node["base_state"], node["flags"], node["state"]) == (base, flags, state)
+
+
+def test_du_sizes_keep_paths_with_tabs_and_spaces():
+    output = "4096\t/etc/slurm\n123456\t/home/alice smith\n"
+    assert slurm_output.du_sizes(output) == [
+        {"path": "/etc/slurm", "bytes": 4096},
+        {"path": "/home/alice smith", "bytes": 123456},
+    ]

@@ -255,12 +255,23 @@ def slurm_unit_states(services: dict[str, Any], units: list[str]) -> dict[str, s
     }
 
 
+def du_sizes(output: str) -> list[dict[str, Any]]:
+    """`du -sb -- PATH...` as [{path, bytes}] (what a teardown reports it destroyed)."""
+    sizes = []
+    for line in output.splitlines():
+        size, _, path = line.partition("\t")
+        if path and size.isdigit():
+            sizes.append({"path": path, "bytes": int(size)})
+    return sizes
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "slurm_command": slurm_command,
             "slurm_version": slurm_version,
             "slurm_unit_states": slurm_unit_states,
+            "du_sizes": du_sizes,
             "slurm_node_hardware": slurm_node_hardware,
             "slurm_gres_gpus": slurm_gres_gpus,
             "slurm_nodes": slurm_nodes,
