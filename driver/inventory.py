@@ -91,10 +91,17 @@ _InventoryDumper.add_representer(
 )
 
 
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
 def _unsafe(value: Any) -> Any:
-    # ansible-core 2.19 loads `!unsafe ''` as None; an empty string holds no template anyway
+    # ansible-core 2.19 resolves a `!unsafe` scalar's type from its text, quotes or not:
+    # `!unsafe ''` loads as None and `!unsafe '30:00'` as the integer 1800 (YAML 1.1
+    # sexagesimal). A string that YAML would read as anything but a string cannot hold a
+    # template (no `{`), so it goes out plainly quoted and stays a string.
     if isinstance(value, str):
-        return Unsafe(value) if value else value
+        resolved = yaml.resolver.Resolver().resolve(yaml.ScalarNode, value, (True, False))
+        return Unsafe(value) if value and resolved == _STR_TAG else value
     if isinstance(value, dict):
         return {key: _unsafe(item) for key, item in value.items()}
     if isinstance(value, list):

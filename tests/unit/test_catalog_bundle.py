@@ -53,14 +53,31 @@ def _roles_of(playbook) -> set[str]:
         if "ansible.builtin.import_playbook" in play:
             roles |= _roles_of(playbook.parent / play["ansible.builtin.import_playbook"])
             continue
-        for role in play.get("roles", []):
-            roles.add(role if isinstance(role, str) else role.get("role") or role["name"])
+        entries = [
+            (role if isinstance(role, str) else role.get("role") or role["name"], "main")
+            for role in play.get("roles", [])
+        ]
         for section in ("pre_tasks", "tasks", "post_tasks"):
-            for task in play.get(section, []):
+            for task in _flat(play.get(section, [])):
                 for action in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
                     if action in task:
-                        roles.add(task[action]["name"])
+                        include = task[action]
+                        entries.append((include["name"], include.get("tasks_from", "main")))
+        for role, tasks_from in entries:
+            roles.add(role)
+            # and the roles those task files include in turn (clean includes slurm_common's)
+            roles |= {included for included, _ in _task_files(role, tasks_from)}
     return roles
+
+
+def _flat(tasks: list) -> list:
+    """Tasks with blocks (block, rescue, always) opened."""
+    flat = []
+    for task in tasks:
+        flat.append(task)
+        for part in ("block", "rescue", "always"):
+            flat += _flat(task.get(part, []))
+    return flat
 
 
 def _role_options(role: str) -> set[str]:
@@ -155,7 +172,7 @@ READ_ONLY_ACTIONS = {
 
 def _task_files(role: str, tasks_from: str):
     path = ROOT / "roles" / role / "tasks" / f"{tasks_from}.yml"
-    for task in yaml.safe_load(path.read_text()) or []:
+    for task in _flat(yaml.safe_load(path.read_text()) or []):
         yield role, task
         if "ansible.builtin.include_tasks" in task:
             yield from _task_files(role, task["ansible.builtin.include_tasks"].removesuffix(".yml"))

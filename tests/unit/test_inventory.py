@@ -111,8 +111,15 @@ def _string_scalars(node, is_key=False):
     elif isinstance(node, yaml.SequenceNode):
         for item in node.value:
             yield from _string_scalars(item)
-    # ansible-core 2.19 reads `!unsafe ''` as None: empty strings are left plain
-    elif not is_key and node.value != "" and node.tag not in (NUMBER_TAG, BOOL_TAG):
+    # ansible-core 2.19 types `!unsafe` text as YAML would ('' -> None, '30:00' -> 1800):
+    # such strings are left plainly quoted (they hold no template: no `{`)
+    elif (
+        not is_key
+        and node.tag not in (NUMBER_TAG, BOOL_TAG)
+        and yaml.resolver.Resolver().resolve(yaml.ScalarNode, node.value, (True, False))
+        == "tag:yaml.org,2002:str"
+        and node.value != ""
+    ):
         yield node
 
 
@@ -140,6 +147,9 @@ def test_request_strings_reach_ansible_unevaluated(tmp_path):
             "vars": {
                 "config": {"users": [{"name": payload}], "cluster_name": payload},
                 "empty": "",
+                # strings YAML 1.1 would read as other types: a partition's MaxTime of 30
+                # minutes must not become 1800 (which Slurm reads as 1800 minutes)
+                "look_alikes": ["30:00", "1:00:00", "yes", "0123", "1e3", "null", "~"],
             },
         }
     }
@@ -157,7 +167,8 @@ def test_request_strings_reach_ansible_unevaluated(tmp_path):
                         {
                             "ansible.builtin.copy": {
                                 "content": "{{ label }}\n{{ config.users[0].name }}\n"
-                                "{{ config.cluster_name }}\n{{ empty | length }}\n",
+                                "{{ config.cluster_name }}\n{{ empty | length }}\n"
+                                "{{ look_alikes | join('|') }}\n",
                                 "dest": str(out),
                                 "mode": "0600",
                             }
@@ -182,4 +193,4 @@ def test_request_strings_reach_ansible_unevaluated(tmp_path):
     )
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert not marker.exists()
-    assert out.read_text() == f"{payload}\n" * 3 + "0\n"
+    assert out.read_text() == f"{payload}\n" * 3 + "0\n" + "30:00|1:00:00|yes|0123|1e3|null|~\n"

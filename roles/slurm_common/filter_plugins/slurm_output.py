@@ -246,6 +246,54 @@ def slurm_accounting(output: str) -> list[dict[str, Any]]:
     return records
 
 
+# Words in GPU model names that say nothing about the model.
+_GPU_NAME_NOISE = {"nvidia", "tesla", "geforce", "quadro"}
+
+
+def slurm_gpu_type(model: str) -> str:
+    """A Slurm gres type from an NVIDIA model name, so users ask for --gres=gpu:h200:1:
+    'NVIDIA H200' -> 'h200', 'NVIDIA A100-SXM4-80GB' -> 'a100', 'NVIDIA H100 80GB HBM3' ->
+    'h100', 'NVIDIA RTX A6000' -> 'rtxa6000', 'NVIDIA GeForce RTX 4090' -> 'rtx4090'."""
+    words = [w for w in re.split(r"\s+", model.strip().lower()) if w and w not in _GPU_NAME_NOISE]
+    if not words:
+        raise ValueError(f"not a GPU model name: {model!r}")
+    first = words[0].split("-")[0]
+    if first in ("rtx", "gtx") and len(words) > 1:
+        first += words[1].split("-")[0]
+    gres_type = re.sub(r"[^a-z0-9]", "", first)
+    if not gres_type:
+        raise ValueError(f"no gres type in GPU model name {model!r}")
+    return gres_type
+
+
+# What the worker asks nvidia-smi (after `nvidia-smi`, the path is the host's).
+NVIDIA_SMI_QUERY = ["--query-gpu=index,name", "--format=csv,noheader"]
+
+
+def slurm_gpu_query(nvidia_smi: str) -> list[str]:
+    """The argv that asks this nvidia-smi what slurm_gpus reads."""
+    return [nvidia_smi, *NVIDIA_SMI_QUERY]
+
+
+def slurm_gpus(query_csv: str, device_files: list[str]) -> dict[str, Any]:
+    """The node's GPUs for gres, from `nvidia-smi NVIDIA_SMI_QUERY` (empty when nvidia-smi is
+    missing) and the /dev/nvidiaN files found. The type is given only when nvidia-smi named
+    every GPU and all are the same model; otherwise the count is untyped."""
+    files = sorted(device_files, key=lambda f: int(re.sub(r"\D", "", f) or 0))
+    models = []
+    for line in query_csv.splitlines():
+        fields = [field.strip() for field in line.split(",", 1)]
+        if len(fields) == 2 and fields[0].isdigit():
+            models.append(fields[1])
+    kinds = {slurm_gpu_type(model) for model in models}
+    return {
+        "count": len(files),
+        "files": files,
+        "models": models,
+        "type": kinds.pop() if len(kinds) == 1 and len(models) == len(files) else None,
+    }
+
+
 def slurm_unit_states(services: dict[str, Any], units: list[str]) -> dict[str, str]:
     """{unit: state} from service_facts' `services` for the Slurm stack's units ('running',
     'stopped', ...; 'absent' when the unit is not installed)."""
@@ -272,6 +320,9 @@ class FilterModule:
             "slurm_version": slurm_version,
             "slurm_unit_states": slurm_unit_states,
             "du_sizes": du_sizes,
+            "slurm_gpu_type": slurm_gpu_type,
+            "slurm_gpus": slurm_gpus,
+            "slurm_gpu_query": slurm_gpu_query,
             "slurm_node_hardware": slurm_node_hardware,
             "slurm_gres_gpus": slurm_gres_gpus,
             "slurm_nodes": slurm_nodes,

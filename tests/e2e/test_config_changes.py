@@ -1,0 +1,94 @@
+"""Config changes through deploy, on a running cluster (a same_node lab that started without
+accounting): partitions, users and accounting applied; a new cluster_name refused."""
+
+import json
+
+import pytest
+from conftest import VENV, console_script
+
+from driver.catalog import credentials_root
+from driver.lab import lab
+
+pytestmark = pytest.mark.containers
+SPEC = lab.LabSpec(name="cfg", workers=1, distro="trixie", placement="same_node")
+
+
+def _deploy(path, env) -> tuple[int, dict]:
+    ran = console_script("run", str(path), env=env, venv=VENV, timeout=1200)
+    lines = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
+    return ran.returncode, lines[-1]["result"]
+
+
+def _on_controller(command: str) -> str:
+    ran = lab.controller_container(SPEC.name).exec_run(["/bin/bash", "-c", command])
+    assert ran.exit_code == 0, (command, ran.output.decode())
+    return ran.output.decode()
+
+
+@pytest.fixture(scope="module")
+def cluster(docker_engine, tmp_path_factory):
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SLURM_APP_STATE_DIR": str(tmp_path_factory.mktemp("driver-state")),
+        "SLURM_APP_CREDENTIALS_ROOT": str(credentials_root()),
+    }
+    lab.down(SPEC.name)
+    path = lab.up(SPEC)
+    request = json.loads(path.read_text())
+    request["instance"]["config"]["accounting"] = {"enabled": False}
+    path.write_text(json.dumps(request))
+    code, result = _deploy(path, env)
+    assert code == 0, result
+    assert result["adapter_detail"]["accounting"] is False
+    yield path, env
+    lab.down(SPEC.name)
+
+
+def test_partitions_users_and_accounting_change_on_a_running_cluster(cluster):
+    path, env = cluster
+    request = json.loads(path.read_text())
+    config = request["instance"]["config"]
+    config["partitions"] = [
+        {"name": "batch", "default": True, "max_time": "1-00:00:00"},
+        {"name": "debug", "max_time": "30:00"},
+    ]
+    config["users"].append({"name": "newbie", "uid": 2001})
+    config["accounting"] = {"enabled": True}
+    path.write_text(json.dumps(request))
+    code, result = _deploy(path, env)
+    assert code == 0, result
+    assert result["adapter_detail"]["accounting"] is True
+    partitions = _on_controller("scontrol show partition -o")
+    limits = {
+        line.split()[0]: next(f for f in line.split() if f.startswith("MaxTime="))
+        for line in partitions.splitlines()
+    }
+    # "30:00" is 30 minutes: it must reach slurm.conf as written, not as YAML's 1800
+    assert limits == {
+        "PartitionName=batch": "MaxTime=1-00:00:00",
+        "PartitionName=debug": "MaxTime=00:30:00",
+    }
+    assert _on_controller("sacctmgr -n -P show cluster format=cluster").split() == ["cfg"]
+    associations = _on_controller("sacctmgr -n -P show assoc where cluster=cfg format=user")
+    assert {"labuser", "newbie"} <= set(associations.split())
+    assert _on_controller("getent passwd newbie").startswith("newbie:x:2001:")
+    log = _on_controller("cat /var/log/slurm/slurmctld.log")
+    assert "CLUSTER ID MISMATCH" not in log
+    # the readiness job of this deploy is in the new accounting database
+    readiness = result["adapter_detail"]["readiness"]
+    assert any(r["state"] == "COMPLETED" for r in readiness["accounting_record"])
+
+
+def test_a_new_cluster_name_is_refused_before_anything_changes(cluster):
+    path, env = cluster
+    before = _on_controller("sha256sum /etc/slurm/slurm.conf")
+    request = json.loads(path.read_text())
+    request["instance"]["config"]["cluster_name"] = "renamed"
+    path.write_text(json.dumps(request))
+    code, result = _deploy(path, env)
+    assert code == 1
+    assert result["error"]["code"] == "config_refused", result["error"]
+    assert 'runs as "cfg"' in result["error"]["message"]
+    assert result["changed"] == 0
+    assert result["instance"]["status"] == "running"
+    assert _on_controller("sha256sum /etc/slurm/slurm.conf") == before
