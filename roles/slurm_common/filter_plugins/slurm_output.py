@@ -65,8 +65,11 @@ def slurm_version_tuple(version: str) -> tuple[int, ...]:
 
 
 def slurm_version(output: str) -> str:
-    """'slurm-wlm 24.11.5' (any daemon's -V) -> '24.11.5'."""
-    return ".".join(str(part) for part in slurm_version_tuple(output))
+    """'slurm-wlm 24.11.5' (any daemon's -V) -> '24.11.5'; '22.05.8' keeps its zero."""
+    match = re.search(r"\d+\.\d+(?:\.\d+)?", str(output))
+    if not match:
+        raise ValueError(f"not a Slurm version: {output!r}")
+    return match.group(0)
 
 
 def slurm_command(
@@ -79,18 +82,18 @@ def slurm_command(
     """The argv that asks this Slurm version about `what` (nodes, jobs, accounting): its JSON
     form where the version has a right one and `json` is true, else the text form (which any
     version reads alike: the version may then be empty). `nodes` narrows a nodes or jobs
-    query (a narrowed jobs query is always the text form, which `squeue -w` filters alike in
-    every version), `job_ids` an accounting query."""
+    query; a narrowed query is always the text form (22.05's `sinfo --json` ignores `-n`,
+    the text forms filter alike in every version). `job_ids` narrows an accounting query."""
     if what not in TEXT_COMMANDS:
         raise ValueError(f"unknown Slurm query {what!r}; expected one of {sorted(TEXT_COMMANDS)}")
     node_list = ",".join(nodes or [])
-    if what == "jobs" and node_list:
+    if node_list:
         json = False
     if json and slurm_version_tuple(version) >= JSON_SINCE[what]:
         if what == "nodes" and slurm_version_tuple(version) >= SCONTROL_JSON_SINCE:
-            argv = ["scontrol", "show", "nodes", *([node_list] if node_list else []), "--json"]
+            argv = ["scontrol", "show", "nodes", "--json"]
         elif what == "nodes":
-            argv = ["sinfo", "--json", *(["-n", node_list] if node_list else [])]
+            argv = ["sinfo", "--json"]
         elif what == "jobs":
             argv = ["squeue", "--json"]
         else:
