@@ -4,40 +4,27 @@ accounting): partitions, users and accounting applied; a new cluster_name refuse
 import json
 
 import pytest
-from conftest import VENV, console_script
+from lab_tools import on_host, platform_env, run_request
 
-from driver.catalog import credentials_root
 from driver.lab import lab
 
 pytestmark = pytest.mark.containers
 SPEC = lab.LabSpec(name="cfg", workers=1, distro="trixie", placement="same_node")
 
 
-def _deploy(path, env) -> tuple[int, dict]:
-    ran = console_script("run", str(path), env=env, venv=VENV, timeout=1200)
-    lines = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
-    return ran.returncode, lines[-1]["result"]
-
-
 def _on_controller(command: str) -> str:
-    ran = lab.controller_container(SPEC.name).exec_run(["/bin/bash", "-c", command])
-    assert ran.exit_code == 0, (command, ran.output.decode())
-    return ran.output.decode()
+    return on_host(SPEC.name, f"{SPEC.name}-ctl", command)
 
 
 @pytest.fixture(scope="module")
 def cluster(docker_engine, tmp_path_factory):
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "SLURM_APP_STATE_DIR": str(tmp_path_factory.mktemp("driver-state")),
-        "SLURM_APP_CREDENTIALS_ROOT": str(credentials_root()),
-    }
+    env = platform_env(tmp_path_factory.mktemp("driver-state"))
     lab.down(SPEC.name)
     path = lab.up(SPEC)
     request = json.loads(path.read_text())
     request["instance"]["config"]["accounting"] = {"enabled": False}
     path.write_text(json.dumps(request))
-    code, result = _deploy(path, env)
+    code, result = run_request(path, env)
     assert code == 0, result
     assert result["adapter_detail"]["accounting"] is False
     yield path, env
@@ -55,7 +42,7 @@ def test_partitions_users_and_accounting_change_on_a_running_cluster(cluster):
     config["users"].append({"name": "newbie", "uid": 2001})
     config["accounting"] = {"enabled": True}
     path.write_text(json.dumps(request))
-    code, result = _deploy(path, env)
+    code, result = run_request(path, env)
     assert code == 0, result
     assert result["adapter_detail"]["accounting"] is True
     partitions = _on_controller("scontrol show partition -o")
@@ -85,7 +72,7 @@ def test_a_new_cluster_name_is_refused_before_anything_changes(cluster):
     request = json.loads(path.read_text())
     request["instance"]["config"]["cluster_name"] = "renamed"
     path.write_text(json.dumps(request))
-    code, result = _deploy(path, env)
+    code, result = run_request(path, env)
     assert code == 1
     assert result["error"]["code"] == "config_refused", result["error"]
     assert 'runs as "cfg"' in result["error"]["message"]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import VENV, console_script
+from lab_tools import lab_operation, on_host
 
 from driver.catalog import credentials_root
 from driver.lab import lab
@@ -217,11 +218,7 @@ def test_sigterm_mid_run_cancels_it_and_a_rerun_converges(deployed, monkeypatch)
 
 
 def on(host: str, command: str) -> str:
-    """A shell command on a lab host (as its root), its output; fails the test on error."""
-    container = next(c for c in lab.lab_containers(SPEC.name) if c.labels[f"{LABEL}.host"] == host)
-    ran = container.exec_run(["/bin/bash", "-c", command])
-    assert ran.exit_code == 0, (command, ran.output.decode())
-    return ran.output.decode()
+    return on_host(SPEC.name, host, command)
 
 
 def wait_on(host: str, check: str, seconds: int = 60) -> None:
@@ -231,11 +228,7 @@ def wait_on(host: str, check: str, seconds: int = 60) -> None:
 
 def operation(deployed, kind: str, target: str | None = None, **options) -> tuple[int, dict]:
     """A member operation on the e2e cluster through the driver: (exit code, result)."""
-    request = lab.operation_request(SPEC.name, kind, target, options)
-    result_file = request.with_name(f"{kind}-result.json")
-    ran = driver("run", str(request), "--result-file", str(result_file), env=deployed["env"])
-    lab.record_members(SPEC.name, result_file)  # the next request carries them, as the platform's
-    return ran.returncode, events(ran.stdout)[-1]["result"]
+    return lab_operation(SPEC.name, deployed["env"], kind, target, **options)
 
 
 def _member_statuses(result: dict) -> dict[str, str]:

@@ -1,0 +1,47 @@
+"""What the end-to-end modules share: a lab host's shell, the driver as the platform runs it."""
+
+import json
+from pathlib import Path
+
+from conftest import VENV, console_script
+
+from driver.catalog import credentials_root
+from driver.lab import lab
+from driver.lab.hosts import LABEL
+
+
+def on_host(lab_name: str, host: str, command: str) -> str:
+    """A shell command on a lab host, as its root; its output. Fails the test on error."""
+    container = next(c for c in lab.lab_containers(lab_name) if c.labels[f"{LABEL}.host"] == host)
+    ran = container.exec_run(["/bin/bash", "-c", command])
+    assert ran.exit_code == 0, (command, ran.output.decode())
+    return ran.output.decode()
+
+
+def platform_env(state: Path) -> dict[str, str]:
+    """The driver's whole environment, as a platform gives it: no venv, own state dir."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "SLURM_APP_STATE_DIR": str(state),
+        "SLURM_APP_CREDENTIALS_ROOT": str(credentials_root()),
+    }
+
+
+def run_request(path: Path, env: dict[str, str], venv: Path = VENV) -> tuple[int, dict]:
+    """`slurm-app-driver run REQUEST` by its full path: (exit code, the final result)."""
+    ran = console_script("run", str(path), env=env, venv=venv, timeout=1200)
+    lines = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
+    return ran.returncode, lines[-1]["result"]
+
+
+def lab_operation(
+    lab_name: str, env: dict[str, str], kind: str, target: str | None = None, **options
+) -> tuple[int, dict]:
+    """A member operation on a deployed lab through the driver; the lab then knows the
+    members as the result left them, as the platform would."""
+    request = lab.operation_request(lab_name, kind, target, options)
+    code, result = run_request(request, env)
+    result_file = request.with_name(f"{kind}-result.json")
+    result_file.write_text(json.dumps(result))
+    lab.record_members(lab_name, result_file)
+    return code, result

@@ -1,0 +1,181 @@
+"""What a run's outcome means for the members and the instance (runner) and how status
+classifies the instance (slurm-reference adapter), from hosts' stats and reported facts."""
+
+import json
+
+import pytest
+from conftest import example
+
+from driver.apps.slurm_reference import health_of
+from driver.documents import load_json
+from driver.events import ErrorInfo, HostStats, Result
+from driver.models.request import OperationRequest
+from driver.request_check import check_request
+from driver.runner.run import RunPlan, _members
+
+
+def _plan(name: str) -> RunPlan:
+    checked = check_request(load_json(json.dumps(example(f"slurm-reference/{name}"))))
+    assert checked.request is not None and checked.version is not None, checked.findings
+    return RunPlan.of(checked.request, checked.version)
+
+
+def _statuses(result: Result) -> dict[str, str]:
+    return {m.member_id: m.status.value for m in result.members}
+
+
+def _outcome(plan: RunPlan, failed_hosts=(), error: ErrorInfo | None = None) -> Result:
+    hosts = {h: HostStats(ok=1, failed=1 if h in failed_hosts else 0) for h in plan.inventory.hosts}
+    result = Result(status="failed" if failed_hosts else "succeeded", hosts=hosts, error=error)
+    _members(plan, result, bool(failed_hosts), {})
+    return result
+
+
+def test_a_drain_changes_its_target_only():
+    plan = _plan("drain_worker")
+    result = _outcome(plan)
+    assert _statuses(result) == {"m-ctl": "ready", "m-w1": "ready", "m-w2": "drained"}
+    assert result.instance["status"] == "running"
+
+
+def test_a_drain_that_ran_out_of_time_leaves_the_target_draining_and_the_controller_ready():
+    plan = _plan("drain_worker")
+    controller = next(iter(plan.inventory.hosts))
+    error = ErrorInfo(
+        code="host_failed",
+        message="Report a drain that ran out of time: [drain_timeout] node w2 still runs job(s) 7",
+        host=controller,
+    )
+    result = _outcome(plan, failed_hosts={controller}, error=error)
+    assert result.error is not None and result.error.code == "drain_timeout"
+    assert "[drain_timeout]" not in result.error.message and "job(s) 7" in result.error.message
+    assert _statuses(result) == {"m-ctl": "ready", "m-w1": "ready", "m-w2": "draining"}
+    assert (result.instance["status"], result.instance["health"]) == ("running", "unknown")
+
+
+def test_an_unknown_code_in_brackets_is_an_ordinary_failure():
+    plan = _plan("drain_worker")
+    controller = next(iter(plan.inventory.hosts))
+    error = ErrorInfo(code="host_failed", message="x: [not_a_code] boom", host=controller)
+    result = _outcome(plan, failed_hosts={controller}, error=error)
+    assert result.error is not None and result.error.code == "host_failed"
+    assert _statuses(result)["m-ctl"] == "failed"
+    assert result.instance["status"] == "failed"
+
+
+def test_a_failed_join_fails_the_new_member_and_degrades_the_instance():
+    plan = _plan("add_worker")
+    new_host = plan.inventory.allocation_hosts[plan.request.operation.target.allocation_id]
+    result = _outcome(plan, failed_hosts={new_host})
+    assert _statuses(result) == {
+        "m-ctl": "ready",
+        "m-w1": "ready",
+        "m-w2": "ready",
+        "m-w3": "failed",
+    }
+    assert (result.instance["status"], result.instance["health"]) == ("running", "degraded")
+
+
+def test_a_stop_changes_every_touched_member():
+    result = _outcome(_plan("stop"))
+    assert set(_statuses(result).values()) == {"stopped"}
+    assert result.instance["status"] == "stopped"
+
+
+REPORT = {
+    "slurm_app_controller": {
+        "host": "ctl-01",
+        "accounting": True,
+        "services": {
+            "munge": "running",
+            "slurmctld": "running",
+            "mariadb": "running",
+            "slurmdbd": "running",
+        },
+        "slurmctld_answers": True,
+        "accounting_answers": True,
+        "nodes": [
+            {"name": "gpu-01", "base_state": "idle", "flags": [], "state": "idle", "reason": None},
+            {
+                "name": "gpu-02",
+                "base_state": "idle",
+                "flags": ["drain"],
+                "state": "drained",
+                "reason": "asked",
+            },
+        ],
+    },
+    "slurm_app_workers": {
+        "gpu-01": {"services": {"munge": "running", "slurmd": "running"}},
+        "gpu-02": {"services": {"munge": "running", "slurmd": "running"}},
+    },
+}
+
+
+def _request() -> OperationRequest:
+    return _plan("status").request
+
+
+def _with(path: tuple, value) -> dict:
+    report = json.loads(json.dumps(REPORT))
+    node = report
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return report
+
+
+def test_everything_running_is_healthy_and_a_drain_asked_for_is_no_problem():
+    health = health_of(_request(), REPORT)
+    assert health["classification"] == "healthy" and health["problems"] == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "classification", "problem"),
+    [
+        (
+            ("slurm_app_workers", "gpu-02", "services", "slurmd"),
+            "stopped",
+            "degraded",
+            "gpu-02: slurmd is stopped",
+        ),
+        (("slurm_app_workers", "gpu-02"), None, "degraded", "gpu-02: did not answer"),
+        (
+            ("slurm_app_controller", "accounting_answers"),
+            False,
+            "degraded",
+            "slurmdbd does not answer",
+        ),
+        (
+            ("slurm_app_controller", "services", "slurmctld"),
+            "stopped",
+            "failed",
+            "ctl-01: slurmctld is stopped",
+        ),
+        (
+            ("slurm_app_controller", "slurmctld_answers"),
+            False,
+            "failed",
+            "slurmctld does not answer",
+        ),
+        (
+            ("slurm_app_controller", "nodes", 0),
+            {
+                "name": "gpu-01",
+                "base_state": "idle",
+                "flags": ["not_responding"],
+                "state": "idle",
+                "reason": None,
+            },
+            "degraded",
+            "node gpu-01 is idle",
+        ),
+    ],
+)
+def test_what_degrades_or_fails_the_instance_is_named(path, value, classification, problem):
+    report = _with(path, value)
+    if value is None:
+        del report[path[0]][path[1]]
+    health = health_of(_request(), report)
+    assert health["classification"] == classification
+    assert any(p.startswith(problem) for p in health["problems"]), health["problems"]
