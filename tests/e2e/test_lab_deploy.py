@@ -356,8 +356,16 @@ FAKE_SLURMD = {
 
 
 def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed):
+    """Unreachable, then failing while prepared, then failing after it was recorded; then
+    repaired: the same request converges."""
     lab.add_host(SPEC.name, "e2e-w04")
     config = _slurm_conf_sha()
+    on("e2e-w04", "systemctl stop ssh")
+    code, result = operation(deployed, "add_worker", "e2e-w04", wait_idle_timeout_s=10)
+    on("e2e-w04", "systemctl start ssh")
+    assert code == 1
+    assert (result["error"]["code"], result["error"]["host"]) == ("host_unreachable", "e2e-w04")
+    assert result["changed"] == 0 and _slurm_conf_sha() == config
     plant = "cat > /usr/sbin/slurmd <<'EOF'\n{}EOF\nchmod 0755 /usr/sbin/slurmd"
     on("e2e-w04", plant.format(FAKE_SLURMD["fails_detection"]))
     code, result = operation(deployed, "add_worker", "e2e-w04", wait_idle_timeout_s=10)
