@@ -162,7 +162,8 @@ class SlurmReference(AppAdapter):
         return detail
 
 
-# What a teardown's removed paths held, for the result (longest prefix wins).
+# What a teardown's removed paths held, for the result: the first prefix that matches
+# (most specific first).
 DESTROYED_KINDS = (
     ("/home/", "home directory: the user's files and job output"),
     ("/var/lib/mysql", "accounting database: every job record and association"),
