@@ -2,7 +2,7 @@
 
 import importlib.util
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from functools import cache
 from types import ModuleType
 from typing import Any, ClassVar
@@ -147,7 +147,7 @@ class SlurmReference(AppAdapter):
             "readiness": _readiness(controller.get("smoke_test")),
         }
         if "services" in controller:
-            detail["health"] = health_of(request, reported)
+            detail["health"] = health_of(request, reported, asked=inventory.hosts)
         if destroyed:
             detail["destroyed"] = destroyed_data(destroyed)
         # An access bundle is a promise that there is a cluster to use: only after a success.
@@ -193,9 +193,12 @@ def destroyed_data(reported: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     }
 
 
-def health_of(request: OperationRequest, reported: dict[str, Any]) -> dict[str, Any]:
+def health_of(
+    request: OperationRequest, reported: dict[str, Any], asked: Collection[str] | None = None
+) -> dict[str, Any]:
     """healthy / degraded / failed, with the evidence: every daemon's state, the nodes that
-    cannot run jobs and why, accounting, and the workers that did not answer."""
+    cannot run jobs and why, accounting, and the workers that did not answer. `asked`: the
+    hosts the run asked (a targeted operation's inventory); None: every member was asked."""
     controller = reported.get("slurm_app_controller") or {}
     workers = reported.get("slurm_app_workers") or {}
     services: dict[str, str] = controller.get("services") or {}
@@ -214,7 +217,7 @@ def health_of(request: OperationRequest, reported: dict[str, Any]) -> dict[str, 
                 )
         if not controller.get("accounting_answers"):
             problems.append("slurmdbd does not answer `sacctmgr show cluster`")
-    worker_hosts = _worker_hosts(request)
+    worker_hosts = [h for h in _worker_hosts(request) if asked is None or h in asked]
     for host in worker_hosts:
         report = workers.get(host)
         if report is None:

@@ -1,5 +1,6 @@
 """Config changes through deploy, on a running cluster (a same_node lab that started without
-accounting): partitions, users and accounting applied; a new cluster_name refused."""
+accounting): partitions, users and accounting applied; an unchanged re-run skips the converge
+until a member drifts; a new cluster_name refused."""
 
 import json
 
@@ -64,6 +65,26 @@ def test_partitions_users_and_accounting_change_on_a_running_cluster(cluster):
     # the readiness job of this deploy is in the new accounting database
     readiness = result["adapter_detail"]["readiness"]
     assert any(r["state"] == "COMPLETED" for r in readiness["accounting_record"])
+
+
+def test_a_rerun_skips_the_converge_until_a_member_drifts(cluster):
+    """The same request again skips to the readiness check; after hand edits on the host (a
+    config file, an association) the next run converges and undoes them."""
+    path, env = cluster
+    code, result = run_request(path, env)
+    assert code == 0 and result["changed"] == 0, result
+    assert result["adapter_detail"]["readiness"]["reused"] is True
+    cgroup = _on_controller("cat /etc/slurm/cgroup.conf")
+    _on_controller("echo '# edited by hand' >> /etc/slurm/cgroup.conf")
+    _on_controller("sacctmgr -i delete user name=newbie")
+    code, result = run_request(path, env)
+    assert code == 0, result
+    assert result["changed"] > 0
+    assert _on_controller("cat /etc/slurm/cgroup.conf") == cgroup
+    associations = _on_controller("sacctmgr -n -P show assoc where cluster=cfg format=user")
+    assert "newbie" in associations.split()
+    code, result = run_request(path, env)
+    assert code == 0 and result["changed"] == 0, result
 
 
 def test_a_new_cluster_name_is_refused_before_anything_changes(cluster):

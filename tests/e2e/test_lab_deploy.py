@@ -4,6 +4,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -139,9 +140,16 @@ def test_deploy_succeeds_with_a_complete_result(deployed):
 def test_second_identical_run_changes_nothing(deployed):
     second = deployed["second"]
     assert second.returncode == 0, second.stdout[-3000:]
-    result = events(second.stdout)[-1]["result"]
+    run = events(second.stdout)
+    result = run[-1]["result"]
     assert result["status"] == "succeeded"
     assert result["changed"] == 0, result["hosts"]
+    # nothing drifted: the converge is skipped, the readiness proof stands, the report is whole
+    started = {e["task"] for e in run if e["event"] == "task.started"}
+    assert "Install munge and the Slurm client" not in started
+    assert result["adapter_detail"]["readiness"]["reused"] is True
+    assert result["adapter_detail"]["health"]["classification"] == "healthy"
+    assert set(result["adapter_detail"]["daemon_versions"]["slurmd"]) == {"e2e-w01", "e2e-w02"}
 
 
 def test_a_job_runs_across_both_workers(deployed):
@@ -199,7 +207,8 @@ def test_sigterm_mid_run_cancels_it_and_a_rerun_converges(deployed, monkeypatch)
     assert process.stdout is not None
     for line in process.stdout:
         event = json.loads(line)
-        if event["event"] == "task.started" and event["play"].startswith("Workers"):
+        # the re-run of a converged deploy: cancelled while it reads the members
+        if event["event"] == "task.started" and event["play"].startswith("Members - compare"):
             break
     process.send_signal(signal.SIGTERM)
     rest, _ = process.communicate(timeout=120)
@@ -355,9 +364,9 @@ FAKE_SLURMD = {
 }
 
 
-def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed):
+def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed, monkeypatch):
     """Unreachable, then failing while prepared, then failing after it was recorded; then
-    repaired: the same request converges."""
+    repaired, the driver killed mid-join: the same request converges."""
     lab.add_host(SPEC.name, "e2e-w04")
     config = _slurm_conf_sha()
     on("e2e-w04", "systemctl stop ssh")
@@ -385,9 +394,44 @@ def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed
     assert state.startswith("down") and "add_worker failed" in state, state
 
     on("e2e-w04", "rm /usr/sbin/slurmd")
+    _killed_while_recording_the_node(deployed, "e2e-w04", monkeypatch)
     code, result = operation(deployed, "add_worker", "e2e-w04", wait_idle_timeout_s=120)
     assert code == 0, result
     assert on("e2e-ctl", "sinfo -h -N -n e2e-w04 -o %T").strip() == "idle"
+
+
+def _killed_while_recording_the_node(deployed, host: str, monkeypatch) -> None:
+    """The driver SIGKILLed once the worker is prepared and the controller records the node:
+    no process of the run outlives it and the instance's lock is free at once."""
+    state = deployed["state"]
+    request = lab.operation_request(SPEC.name, "add_worker", host, {"wait_idle_timeout_s": 120})
+    process = subprocess.Popen(
+        [str(VENV / "bin" / "slurm-app-driver"), "run", str(request)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=deployed["env"],
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        event = json.loads(line)
+        if event["event"] == "task.started" and event["play"].startswith("Controller - record"):
+            break
+    else:
+        pytest.fail("the add_worker run ended before the controller recorded the node")
+    process.kill()
+    process.wait(timeout=10)
+    left = ""
+    for _ in range(30):
+        left = subprocess.run(
+            ["pgrep", "-f", str(state / "runs")], capture_output=True, text=True
+        ).stdout
+        if not left.split():
+            break
+        time.sleep(1)
+    assert not left.split(), "a process of the killed run outlived the driver"
+    monkeypatch.setenv("SLURM_APP_STATE_DIR", str(state))
+    with instance_lock(json.loads(request.read_text())["instance"]["id"]):
+        pass  # free
 
 
 def test_remove_worker_refuses_a_busy_node_unless_forced_and_cleans_the_host(deployed):

@@ -14,6 +14,7 @@ SCENARIOS = [
     ("same_node", "trixie"),
     ("separate", "trixie"),
     ("separate", "bookworm"),
+    ("cluster", "trixie"),
 ]
 
 

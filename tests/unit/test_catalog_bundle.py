@@ -192,6 +192,8 @@ def test_status_only_reads():
                 include = task["ansible.builtin.include_role"]
                 tasks += list(_task_files(include["name"], include.get("tasks_from", "main")))
             for role, each in tasks:
+                if "block" in each:
+                    continue  # its tasks follow, opened by _flat
                 action = next(k for k in each if k.startswith("ansible.builtin."))
                 assert action in READ_ONLY_ACTIONS, (role, each["name"], action)
                 if action == "ansible.builtin.command":

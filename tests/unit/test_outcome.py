@@ -179,3 +179,13 @@ def test_what_degrades_or_fails_the_instance_is_named(path, value, classificatio
     health = health_of(_request(), report)
     assert health["classification"] == classification
     assert any(p.startswith(problem) for p in health["problems"]), health["problems"]
+
+
+def test_a_worker_the_run_did_not_ask_is_no_problem():
+    """add_worker's inventory holds the controller and the new worker: the other workers were
+    not asked, so their missing reports say nothing about them."""
+    report = _with(("slurm_app_workers", "gpu-02"), None)
+    del report["slurm_app_workers"]["gpu-02"]
+    health = health_of(_request(), report, asked={"ctl-01", "gpu-01"})
+    assert health["classification"] == "healthy", health["problems"]
+    assert "gpu-02" not in health["services"]

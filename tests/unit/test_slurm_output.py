@@ -172,12 +172,40 @@ def test_a_jobs_query_on_nodes_is_the_text_form_narrowed_by_w():
 
 
 def test_unit_states_name_what_is_not_installed():
-    services = {"munge.service": {"state": "running"}, "slurmd.service": {"state": "stopped"}}
-    assert slurm_output.slurm_unit_states(services, ["munge", "slurmd", "slurmctld"]) == {
+    # systemctl show's answer for munge running, slurmd stopped, slurmdbd failed, no slurmctld
+    shown = "\n\n".join(
+        f"Id={unit}.service\nLoadState={load}\nActiveState={active}\nSubState={sub}"
+        for unit, load, active, sub in [
+            ("munge", "loaded", "active", "running"),
+            ("slurmd", "loaded", "inactive", "dead"),
+            ("slurmdbd", "loaded", "failed", "failed"),
+            ("slurmctld", "not-found", "inactive", "dead"),
+        ]
+    )
+    units = ["munge", "slurmd", "slurmdbd", "slurmctld"]
+    assert slurm_output.slurm_unit_states_command(units)[-4:] == [f"{u}.service" for u in units]
+    assert slurm_output.slurm_unit_states(shown + "\n", units) == {
         "munge": "running",
         "slurmd": "stopped",
+        "slurmdbd": "failed",
         "slurmctld": "absent",
     }
+    assert slurm_output.slurm_unit_states("", ["munge"]) == {"munge": "absent"}
+
+
+def test_taking_jobs_leaves_out_drained_and_silent_nodes():
+    nodes = [
+        {"name": n, "state": s, "base_state": b, "flags": f}
+        for n, s, b, f in [
+            ("a", "idle", "idle", []),
+            ("b", "drained", "idle", ["drain"]),
+            ("c", "idle", "idle", ["not_responding"]),
+            ("d", "mixed", "mixed", []),
+            ("e", "down", "down", []),
+        ]
+    ]
+    assert slurm_output.slurm_taking_jobs(nodes) == ["a", "d"]
+    assert slurm_output.slurm_taking_jobs(nodes, drain_ok=True) == ["a", "b", "d"]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,212 @@
+"""Member operations on the container lab, timed in one run.
+
+Deploys a lab of 1 controller and 3 workers through the driver and measures, each through a
+fresh `slurm-app-driver` process called by its full path with a minimal environment (as the
+platform calls it):
+
+- deploy and its no-op re-run (where the time goes: the slowest tasks from the event log);
+- status at 3 and at 6 workers;
+- add_worker as the cluster grows from 3 to 7 workers, and on a second lab with 1 worker, so
+  the cost with 1 and with 6 existing workers comes from one run;
+- the floor: the joined node's packages installed again and slurmd started, alone, until
+  slurmctld schedules on it (what no tool can avoid on this image).
+
+Usage: python -m bench.member_operations [--distro bookworm] [--keep]
+The labs are named `bench` and `benchone`; they are removed at the end unless --keep.
+"""
+
+import argparse
+import datetime
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from driver.lab.hosts import lab_containers
+from driver.lab.lab import controller_container, lab_dir
+
+DRIVER = Path(sys.executable).parent / "slurm-app-driver"
+PLATFORM_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": os.environ.get("HOME", "/root")}
+# The worker role's packages; the floor installs the same set.
+WORKER_PACKAGES = ["munge", "slurm-client", "slurmd"]
+
+
+def driver(*argv: str) -> float:
+    """Run the driver; its wall seconds."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [str(DRIVER), *argv], env=PLATFORM_ENV, capture_output=True, text=True, check=False
+    )
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"slurm-app-driver {' '.join(argv)} failed:\n{done.stdout[-3000:]}")
+    return elapsed
+
+
+def result_of(lab: str, operation: str) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads((lab_dir(lab) / f"{operation}-result.json").read_text())
+    return result
+
+
+def slowest_tasks(events_file: Path, count: int = 6) -> tuple[int, list[tuple[str, float]]]:
+    """Task count and the slowest tasks: each task's time runs until the next task or play
+    starts (the profile_tasks callback's measure, from the driver's own event log)."""
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    marks = [e for e in events if e["event"] in ("task.started", "play.started")] + events[-1:]
+    spent: dict[str, float] = defaultdict(float)
+    for current, following in itertools.pairwise(marks):
+        if current["event"] == "task.started":
+            delta = datetime.datetime.fromisoformat(
+                following["ts"]
+            ) - datetime.datetime.fromisoformat(current["ts"])
+            spent[current["task"]] += delta.total_seconds()
+    tasks = sum(1 for e in events if e["event"] == "task.started")
+    return tasks, sorted(spent.items(), key=lambda item: -item[1])[:count]
+
+
+def operation(lab: str, name: str, target: str | None = None) -> dict[str, Any]:
+    argv = ["lab", "op", name, "--name", lab, "--format", "json"]
+    wall = driver(*argv, *(["--target", target] if target else []))
+    result = result_of(lab, name)
+    tasks, slowest = slowest_tasks(lab_dir(lab) / f"{name}-events.jsonl")
+    return {
+        "operation": name,
+        "wall_s": round(wall, 1),
+        "duration_s": result["duration_s"],
+        "changed": result["changed"],
+        "hosts_touched": len(result["adapter_detail"]["hosts_touched"]),
+        "tasks": tasks,
+        "slowest": slowest,
+        "readiness_reused": (result["adapter_detail"].get("readiness") or {}).get("reused"),
+    }
+
+
+def on_host(lab: str, host: str, script: str) -> str:
+    container = next(
+        c for c in lab_containers(lab) if c.labels.get("io.slurm-app.lab.host") == host
+    )
+    done = container.exec_run(["/bin/bash", "-c", script])
+    output: str = done.output.decode()
+    if done.exit_code != 0:
+        raise SystemExit(f"{host}: {script!r} failed:\n{output[-2000:]}")
+    return output
+
+
+def floor(lab: str, host: str, node: str) -> float:
+    """The joined node's packages removed (configuration and key kept, untimed), then timed:
+    installed again from the image's cache and started, until slurmctld schedules on it."""
+    on_host(lab, host, f"systemctl stop slurmd; apt-get remove -y -q {' '.join(WORKER_PACKAGES)}")
+    started = time.perf_counter()
+    on_host(
+        lab,
+        host,
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
+        f"{' '.join(WORKER_PACKAGES)} && systemctl restart munge slurmd",
+    )
+    controller = controller_container(lab)
+    while True:
+        state = controller.exec_run(["sinfo", "-h", "-n", node, "-o", "%T"]).output.decode()
+        if state.strip() in ("idle", "mixed", "allocated"):
+            return time.perf_counter() - started
+        if time.perf_counter() - started > 180:
+            raise SystemExit(f"{node} did not come back after the floor's install: {state!r}")
+        time.sleep(0.2)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| step | wall s | operation s | changes | hosts touched | tasks | slowest tasks (s) |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        slowest = "; ".join(f"{name} {seconds:.1f}" for name, seconds in row["slowest"][:4])
+        lines.append(
+            f"| {row['step']} | {row['wall_s']} | {row['duration_s']} | {row['changed']} "
+            f"| {row['hosts_touched']} | {row['tasks']} | {slowest} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--distro", default="bookworm")
+    parser.add_argument("--keep", action="store_true", help="leave the labs running")
+    parser.add_argument("--json", help="also write the measurements here")
+    args = parser.parse_args()
+    rows: list[dict[str, Any]] = []
+    floor_s = 0.0
+    try:
+        wall = driver("lab", "up", "--name", "bench", "--workers", "3", "--distro", args.distro)
+        deployed = result_of("bench", "deploy")
+        tasks, slowest = slowest_tasks(lab_dir("bench") / "deploy-events.jsonl")
+        rows.append(
+            {
+                "step": "deploy, 3 workers (wall: lab up with its hosts' start)",
+                "wall_s": round(wall, 1),
+                "duration_s": deployed["duration_s"],
+                "changed": deployed["changed"],
+                "hosts_touched": len(deployed["adapter_detail"]["hosts_touched"]),
+                "tasks": tasks,
+                "slowest": slowest,
+            }
+        )
+        rows.append({"step": "deploy again (no-op)", **operation("bench", "deploy")})
+        rows.append({"step": "status, 3 workers", **operation("bench", "status")})
+        for index in range(4, 8):
+            host = f"bench-w{index:02d}"
+            driver("lab", "add-host", host, "--name", "bench")
+            row = operation("bench", "add_worker", host)
+            rows.append({"step": f"add_worker with {index - 1} existing workers", **row})
+            if index == 6:
+                rows.append({"step": "status, 6 workers", **operation("bench", "status")})
+        rows.append(
+            {"step": "add_worker again, same request", **operation("bench", "add_worker", host)}
+        )
+        floor_s = floor("bench", host, node=host)
+        rows.append(
+            {
+                "step": "floor: packages and slurmd start alone, until schedulable",
+                "wall_s": round(floor_s, 1),
+                "duration_s": "",
+                "changed": "",
+                "hosts_touched": 1,
+                "tasks": "",
+                "slowest": [],
+            }
+        )
+        driver("lab", "up", "--name", "benchone", "--workers", "1", "--distro", args.distro)
+        driver("lab", "add-host", "benchone-w02", "--name", "benchone")
+        rows.append(
+            {
+                "step": "add_worker with 1 existing worker (second lab)",
+                **operation("benchone", "add_worker", "benchone-w02"),
+            }
+        )
+    finally:
+        if not args.keep:
+            for lab in ("bench", "benchone"):
+                subprocess.run(
+                    [str(DRIVER), "lab", "down", "--name", lab],
+                    env=PLATFORM_ENV,
+                    capture_output=True,
+                    check=False,
+                )
+    print(table(rows))
+    one = next(r for r in rows if r["step"].startswith("add_worker with 1 existing"))
+    six = next(r for r in rows if r["step"].startswith("add_worker with 6 existing"))
+    print(
+        f"\nadd_worker, 6 existing / 1 existing: {six['duration_s'] / one['duration_s']:.2f} "
+        f"(hosts touched {six['hosts_touched']} and {one['hosts_touched']}); "
+        f"the floor ({floor_s:.1f} s) is {floor_s / six['duration_s']:.0%} of the add at 6 workers"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
