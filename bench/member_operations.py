@@ -27,13 +27,24 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from driver.lab.distros import distro
 from driver.lab.hosts import lab_containers
 from driver.lab.lab import controller_container, lab_dir
 
+ROOT = Path(__file__).resolve().parent.parent
 DRIVER = Path(sys.executable).parent / "slurm-app-driver"
 PLATFORM_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": os.environ.get("HOME", "/root")}
-# The worker role's packages; the floor installs the same set.
-WORKER_PACKAGES = ["munge", "slurm-client", "slurmd"]
+
+
+def worker_packages(codename: str) -> list[str]:
+    """What the roles install on a worker of this release (slurm_common's and slurm_worker's
+    package lists): the floor installs the same set."""
+    common = yaml.safe_load((ROOT / "roles/slurm_common/vars/Debian.yml").read_text())
+    worker = yaml.safe_load((ROOT / "roles/slurm_worker/vars/Debian.yml").read_text())
+    release = common["__slurm_common_release_packages"].get(distro(codename).debian_version, [])
+    return [*common["__slurm_common_packages"], *release, *worker["__slurm_worker_packages"]]
 
 
 def driver(*argv: str) -> float:
@@ -97,24 +108,26 @@ def on_host(lab: str, host: str, script: str) -> str:
     return output
 
 
-def floor(lab: str, host: str, node: str) -> float:
-    """The joined node's packages removed (configuration and key kept, untimed), then timed:
-    installed again from the image's cache and started, until slurmctld schedules on it."""
-    on_host(lab, host, f"systemctl stop slurmd; apt-get remove -y -q {' '.join(WORKER_PACKAGES)}")
+def floor(lab: str, host: str, packages: list[str]) -> float:
+    """The joined node's packages removed with what only they needed (configuration and key
+    kept; untimed), then timed: installed again from the image's cache and started, until
+    slurmctld schedules on the node."""
+    names = " ".join(packages)
+    on_host(lab, host, f"systemctl stop slurmd; apt-get remove -y -q --autoremove {names}")
     started = time.perf_counter()
     on_host(
         lab,
         host,
         "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-        f"{' '.join(WORKER_PACKAGES)} && systemctl restart munge slurmd",
+        f"{names} && systemctl restart munge slurmd",
     )
     controller = controller_container(lab)
     while True:
-        state = controller.exec_run(["sinfo", "-h", "-n", node, "-o", "%T"]).output.decode()
+        state = controller.exec_run(["sinfo", "-h", "-n", host, "-o", "%T"]).output.decode()
         if state.strip() in ("idle", "mixed", "allocated"):
             return time.perf_counter() - started
         if time.perf_counter() - started > 180:
-            raise SystemExit(f"{node} did not come back after the floor's install: {state!r}")
+            raise SystemExit(f"{host} did not come back after the floor's install: {state!r}")
         time.sleep(0.2)
 
 
@@ -167,7 +180,7 @@ def main() -> None:
         rows.append(
             {"step": "add_worker again, same request", **operation("bench", "add_worker", host)}
         )
-        floor_s = floor("bench", host, node=host)
+        floor_s = floor("bench", host, worker_packages(args.distro))
         rows.append(
             {
                 "step": "floor: packages and slurmd start alone, until schedulable",

@@ -3,6 +3,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -84,9 +85,19 @@ def runtime_venv() -> Path:
         shutil.rmtree(cache)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     log = cache / "pip.log"
-    with log.open("w") as sink:
+    # Built from a copy of the sources alone: an in-tree build/ left by an earlier build would
+    # put files deleted since into the wheel.
+    with tempfile.TemporaryDirectory() as folder, log.open("w") as sink:
+        source = Path(folder)
+        for top in (*RUNTIME_SOURCES, "README.md"):
+            if (ROOT / top).is_dir():
+                shutil.copytree(
+                    ROOT / top, source / top, ignore=shutil.ignore_patterns("__pycache__")
+                )
+            else:
+                shutil.copy2(ROOT / top, source / top)
         installed = subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", str(ROOT)],
+            [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", str(source)],
             stdout=sink,
             stderr=subprocess.STDOUT,
             check=False,

@@ -429,9 +429,11 @@ def _killed_while_recording_the_node(deployed, host: str, monkeypatch) -> None:
             break
         time.sleep(1)
     assert not left.split(), "a process of the killed run outlived the driver"
-    monkeypatch.setenv("SLURM_APP_STATE_DIR", str(state))
-    with instance_lock(json.loads(request.read_text())["instance"]["id"]):
-        pass  # free
+    instance = json.loads(request.read_text())["instance"]["id"]
+    with monkeypatch.context() as driver_state:  # the lab's own files stay where they are
+        driver_state.setenv("SLURM_APP_STATE_DIR", str(state))
+        with instance_lock(instance):
+            pass  # free
 
 
 def test_remove_worker_refuses_a_busy_node_unless_forced_and_cleans_the_host(deployed):
