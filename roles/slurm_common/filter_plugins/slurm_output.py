@@ -169,12 +169,25 @@ def slurm_nodes(output: str) -> list[dict[str, Any]]:
     return list(nodes.values())
 
 
-def slurm_jobs(output: str) -> list[dict[str, Any]]:
+def slurm_node_usage(output: str) -> list[dict[str, Any]]:
+    """slurm_nodes' records of a `--json` answer, with `alloc_gpus` from each node's
+    gres_used (the text forms carry no GPU use)."""
+    return [
+        {
+            **_node_from_json(node),
+            "alloc_gpus": slurm_gres_gpus(_none_if_null(node.get("gres_used"))),
+        }
+        for node in _json(output, "nodes")
+    ]
+
+
+def slurm_jobs(output: str, ended: bool = False) -> list[dict[str, Any]]:
     """One record per job in the queue: job_id, state, user, partition, nodes (count), cpus,
-    node_list, reason."""
+    node_list, reason. With `ended`, also the jobs that ended but slurmctld still holds
+    (MinJobAge): only `squeue --json` lists those."""
     if _is_json(output):
         jobs = [_job_from_json(job) for job in _json(output, "jobs")]
-        return sorted((job for job in jobs if job["state"] not in _ENDED), key=_job_order)
+        return sorted((job for job in jobs if ended or job["state"] not in _ENDED), key=_job_order)
     jobs = []
     for job_id, state, user, partition, nodes, cpus, node_list, reason in _text_rows(
         output, "jobs"

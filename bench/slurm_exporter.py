@@ -1,0 +1,130 @@
+"""Slurm exporter: one collection's time and peak memory on large clusters.
+
+Generates `--json` answers for N nodes and M jobs from the ones captured on real 22.05 and
+24.11 daemons (tests/fixtures/slurm: every node and job a copy of a captured record with a new
+name, state and numbers), then times what a scrape costs the exporter: parsing both answers and
+producing every metric (the Slurm commands themselves are not run). Each measurement runs in a
+fresh process that reads the answers from files, so its peak RSS is the exporter's with them.
+
+Usage: python -m bench.slurm_exporter [--nodes 1000] [--jobs 10000] [--repeat 3]
+"""
+
+import argparse
+import copy
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
+NODE_STATES = {
+    "22.05": [("idle", []), ("allocated", []), ("mixed", []), ("idle", ["DRAIN"]), ("down", [])],
+    "24.11": [["IDLE"], ["ALLOCATED"], ["MIXED"], ["IDLE", "DRAIN"], ["DOWN", "NOT_RESPONDING"]],
+}
+JOB_STATES = ["RUNNING", "PENDING", "PENDING", "COMPLETED", "FAILED"]
+
+
+def answers(version: str, nodes: int, jobs: int) -> tuple[str, str, str]:
+    """(nodes command, its answer, the squeue answer) for a cluster of this size."""
+    folder = FIXTURES / version
+    scontrol = (folder / "scontrol-nodes.json").is_file()
+    node_file = folder / ("scontrol-nodes.json" if scontrol else "sinfo.json")
+    node_answer = json.loads(node_file.read_text())
+    template = node_answer["nodes"][0]
+    node_answer["nodes"] = []
+    for index in range(nodes):
+        node = copy.deepcopy(template)
+        state = NODE_STATES[version][index % len(NODE_STATES[version])]
+        if scontrol:
+            node["state"] = state
+        else:
+            node["state"], node["state_flags"] = state
+        node.update(
+            name=f"gpu-{index:05d}",
+            cpus=128,
+            alloc_cpus=64 if index % 5 in (1, 2) else 0,
+            gres="gpu:h200:8(S:0-1)",
+            gres_used="gpu:h200:4(IDX:0-3)" if index % 5 in (1, 2) else "gpu:h200:0(IDX:N/A)",
+        )
+        node_answer["nodes"].append(node)
+    job_answer = json.loads((folder / "squeue.json").read_text())
+    template = job_answer["jobs"][0]
+    job_answer["jobs"] = []
+    for index in range(jobs):
+        job = copy.deepcopy(template)
+        state = JOB_STATES[index % len(JOB_STATES)]
+        job.update(job_id=index + 1, job_state=[state] if scontrol else state)
+        job_answer["jobs"].append(job)
+    command = "scontrol show nodes --json" if scontrol else "sinfo --json"
+    return command, json.dumps(node_answer), json.dumps(job_answer)
+
+
+def measure_once(version: str, folder: Path) -> None:
+    """In a fresh process: read the answers, then time one collection; prints JSON."""
+    for path in ("roles/slurm_common/filter_plugins", "roles/monitoring/files"):
+        sys.path.insert(0, str(ROOT / path))
+    import slurm_exporter
+
+    command = (folder / "command").read_text()
+    node_answer, job_answer = (folder / "nodes").read_text(), (folder / "jobs").read_text()
+    replies = {command: node_answer, "squeue --json": job_answer}
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    collector = slurm_exporter.SlurmCollector(
+        (FIXTURES / version / "VERSION").read_text().strip(),
+        run=lambda argv: replies[" ".join(argv)],
+    )
+    started = time.perf_counter()
+    samples = sum(len(family.samples) for family in collector.collect())
+    elapsed = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(
+        json.dumps(
+            {
+                "seconds": elapsed,
+                "peak_mib": peak / 1024,
+                "baseline_mib": before / 1024,
+                "samples": samples,
+                "answer_mib": (len(node_answer) + len(job_answer)) / 2**20,
+            }
+        )
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--jobs", type=int, default=10000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--once", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.once:
+        measure_once(args.once[0], Path(args.once[1]))
+        return
+    print("| Slurm shape | nodes | jobs | answers MiB | collection s | peak MiB | samples |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for version in ("22.05", "24.11"):
+        runs = []
+        with tempfile.TemporaryDirectory() as temporary:
+            folder = Path(temporary)
+            command, node_answer, job_answer = answers(version, args.nodes, args.jobs)
+            (folder / "command").write_text(command)
+            (folder / "nodes").write_text(node_answer)
+            (folder / "jobs").write_text(job_answer)
+            for _ in range(args.repeat):
+                argv = [sys.executable, "-m", "bench.slurm_exporter", "--once", version, temporary]
+                done = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=ROOT)
+                runs.append(json.loads(done.stdout))
+        best = min(runs, key=lambda run: run["seconds"])
+        print(
+            f"| {version} | {args.nodes:,} | {args.jobs:,} | {best['answer_mib']:.1f} "
+            f"| {best['seconds']:.3f} | {max(r['peak_mib'] for r in runs):.0f} "
+            f"| {best['samples']:,} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""The Slurm exporter against output captured from real 22.05 and 24.11 daemons, and against a
+GPU cluster shaped like 24.11's answers (no GPU host here)."""
+
+import copy
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
+# On the controller the exporter and slurm_output.py are installed side by side.
+for folder in ("roles/slurm_common/filter_plugins", "roles/monitoring/files"):
+    if str(ROOT / folder) not in sys.path:
+        sys.path.insert(0, str(ROOT / folder))
+exporter = importlib.import_module("slurm_exporter")
+
+# The metric names the product spec and the dashboards rely on.
+SPEC_NAMES = [
+    *(f"slurm_nodes_{s}" for s in ("alloc", "idle", "down", "drain", "mix")),
+    *(f"slurm_cpus_{s}" for s in ("alloc", "idle", "total")),
+    *(f"slurm_gpus_{s}" for s in ("alloc", "idle", "total")),
+    *(f"slurm_queue_{s}" for s in ("pending", "running", "completed", "failed")),
+    "slurm_scheduler_queue_size",
+]
+
+
+class FakeSlurm:
+    """Answers the exporter's commands from files; counts the calls."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: list[str]) -> str:
+        self.calls.append(argv)
+        key = " ".join(argv)
+        if key not in self.answers:
+            raise subprocess.CalledProcessError(1, argv, stderr="unexpected command")
+        return self.answers[key]
+
+
+def captured(version: str) -> FakeSlurm:
+    folder = FIXTURES / version
+    nodes = (
+        ("scontrol show nodes --json", "scontrol-nodes.json")
+        if (folder / "scontrol-nodes.json").is_file()
+        else ("sinfo --json", "sinfo.json")
+    )
+    return FakeSlurm(
+        {
+            nodes[0]: (folder / nodes[1]).read_text(),
+            "squeue --json": (folder / "squeue.json").read_text(),
+        }
+    )
+
+
+def scrape(collector) -> dict[str, float]:
+    """Every unlabelled sample by name, and labelled ones as name{v1,v2}."""
+    samples = {}
+    for family in collector.collect():
+        for sample in family.samples:
+            labels = ",".join(sample.labels.values())
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return samples
+
+
+@pytest.mark.parametrize(
+    ("version", "jobs"),
+    [
+        # 22.05's squeue --json still lists the jobs that ended within MinJobAge
+        ("22.05", {"pending": 1, "running": 1, "completed": 3, "failed": 1}),
+        ("24.11", {"pending": 1, "running": 1, "completed": 0, "failed": 0}),
+    ],
+)
+def test_captured_clusters_are_counted_as_slurm_saw_them(version, jobs):
+    """The capture: one worker draining while it runs a job on both CPUs, one job pending."""
+    slurm_version = (FIXTURES / version / "VERSION").read_text().strip()
+    samples = scrape(exporter.SlurmCollector(slurm_version, run=captured(version)))
+    assert samples["slurm_up"] == 1
+    assert {s: samples[f"slurm_nodes_{s}"] for s in exporter.NODE_STATES} == {
+        "alloc": 0,
+        "idle": 0,
+        "mix": 0,
+        "drain": 1,
+        "down": 0,
+        "other": 0,
+    }
+    assert (samples["slurm_cpus_alloc"], samples["slurm_cpus_idle"]) == (2, 0)
+    assert samples["slurm_cpus_total"] == 2
+    assert (samples["slurm_gpus_alloc"], samples["slurm_gpus_total"]) == (0, 0)
+    assert {s: samples[f"slurm_queue_{s}"] for s in jobs} == jobs
+    assert samples["slurm_scheduler_queue_size"] == jobs["pending"]
+    name = next(k for k in samples if k.startswith("slurm_node_state{"))
+    assert name.endswith(",drain}")
+
+
+def _gpu_cluster() -> FakeSlurm:
+    """24.11's answer reshaped: an 8-GPU node running a 2-GPU job on 8 CPUs, an 8-GPU node
+    down, a CPU-only node idle."""
+    answer = json.loads((FIXTURES / "24.11" / "scontrol-nodes.json").read_text())
+    template = answer["nodes"][0]
+    shapes = [
+        ("gpu-01", ["MIXED"], 64, 8, "gpu:h200:8(S:0-1)", "gpu:h200:2(IDX:0-1)"),
+        ("gpu-02", ["DOWN", "NOT_RESPONDING"], 64, 0, "gpu:h200:8(S:0-1)", "gpu:h200:0(IDX:N/A)"),
+        ("cpu-01", ["IDLE"], 16, 0, "", ""),
+    ]
+    answer["nodes"] = []
+    for name, state, cpus, alloc, gres, used in shapes:
+        node = copy.deepcopy(template)
+        node.update(name=name, state=state, cpus=cpus, alloc_cpus=alloc, gres=gres, gres_used=used)
+        answer["nodes"].append(node)
+    jobs = (FIXTURES / "24.11" / "squeue.json").read_text()
+    return FakeSlurm({"scontrol show nodes --json": json.dumps(answer), "squeue --json": jobs})
+
+
+def test_gpus_and_cpus_of_nodes_that_take_no_jobs_are_neither_allocated_nor_idle():
+    samples = scrape(exporter.SlurmCollector("24.11.5", run=_gpu_cluster()))
+    gpus = {p: samples[f"slurm_gpus_{p}"] for p in ("alloc", "idle", "other", "total")}
+    assert gpus == {"alloc": 2, "idle": 6, "other": 8, "total": 16}
+    cpus = {p: samples[f"slurm_cpus_{p}"] for p in ("alloc", "idle", "other", "total")}
+    assert cpus == {"alloc": 8, "idle": 56 + 16, "other": 64, "total": 144}
+    nodes = {s: samples[f"slurm_nodes_{s}"] for s in ("mix", "down", "idle")}
+    assert nodes == {"mix": 1, "down": 1, "idle": 1}
+    assert samples["slurm_node_gpus_alloc{gpu-01}"] == 2
+    assert samples["slurm_node_state{gpu-02,down}"] == 1
+
+
+def test_one_collection_serves_every_scrape_of_an_interval():
+    slurm = captured("24.11")
+    now = [100.0]
+    collector = exporter.SlurmCollector(
+        "24.11.5", run=slurm, cache_seconds=30, clock=lambda: now[0]
+    )
+    for _ in range(5):
+        scrape(collector)
+    assert len(slurm.calls) == 2  # nodes and jobs, once
+    now[0] += 30
+    scrape(collector)
+    assert len(slurm.calls) == 4
+
+
+def test_slurm_not_answering_is_slurm_up_0_and_no_made_up_numbers():
+    samples = scrape(exporter.SlurmCollector("24.11.5", run=FakeSlurm({})))
+    assert samples["slurm_up"] == 0
+    assert not any(name.startswith(("slurm_nodes_", "slurm_queue_")) for name in samples)
+
+
+def test_the_exposition_carries_every_name_the_spec_lists():
+    registry = CollectorRegistry()
+    registry.register(exporter.SlurmCollector("22.05.8", run=captured("22.05")))
+    text = generate_latest(registry).decode()
+    exposed = {line.split()[0] for line in text.splitlines() if not line.startswith("#")}
+    assert set(SPEC_NAMES) <= exposed, set(SPEC_NAMES) - exposed
