@@ -1,10 +1,12 @@
 """Slurm exporter: one collection's time and peak memory on large clusters.
 
-Generates `--json` answers for N nodes and M jobs from the ones captured on real 22.05 and
-24.11 daemons (tests/fixtures/slurm: every node and job a copy of a captured record with a new
-name, state and numbers), then times what a scrape costs the exporter: parsing both answers and
-producing every metric (the Slurm commands themselves are not run). Each measurement runs in a
-fresh process that reads the answers from files, so its peak RSS is the exporter's with them.
+Generates the answers the exporter reads for N nodes (`--json`) and M jobs (squeue's text
+form) from the ones captured on real 22.05 and 24.11 daemons (tests/fixtures/slurm: every node
+and job a copy of a captured record with a new name, state and numbers), then times what a
+scrape costs the exporter: parsing both answers and producing every metric (the Slurm commands
+themselves are not run).
+Each measurement runs in a fresh process that reads the answers from files, so its peak RSS
+is the exporter's with them.
 
 Usage: python -m bench.slurm_exporter [--nodes 1000] [--jobs 10000] [--repeat 3]
 """
@@ -51,14 +53,13 @@ def answers(version: str, nodes: int, jobs: int) -> tuple[str, str, str]:
             gres_used="gpu:h200:4(IDX:0-3)" if index % 5 in (1, 2) else "gpu:h200:0(IDX:N/A)",
         )
         node_answer["nodes"].append(node)
-    job_answer = json.loads((folder / "squeue.json").read_text())
-    template = job_answer["jobs"][0]
-    job_answer["jobs"] = []
+    # squeue's text form, as the exporter asks it (-t all): the captured line, renumbered
+    template = (folder / "jobs.txt").read_text().splitlines()[0].split("|")
+    lines = []
     for index in range(jobs):
-        job = copy.deepcopy(template)
-        state = JOB_STATES[index % len(JOB_STATES)]
-        job.update(job_id=index + 1, job_state=[state] if scontrol else state)
-        job_answer["jobs"].append(job)
+        template[0], template[1] = str(index + 1), JOB_STATES[index % len(JOB_STATES)]
+        lines.append("|".join(template))
+    job_answer = "\n".join(lines) + "\n"
     command = "scontrol show nodes --json" if scontrol else "sinfo --json"
     return command, json.dumps(node_answer), json.dumps(job_answer)
 
@@ -71,7 +72,8 @@ def measure_once(version: str, folder: Path) -> None:
 
     command = (folder / "command").read_text()
     node_answer, job_answer = (folder / "nodes").read_text(), (folder / "jobs").read_text()
-    replies = {command: node_answer, "squeue --json": job_answer}
+    jobs_argv = slurm_exporter.slurm_output.slurm_command("jobs", json=False, ended=True)
+    replies = {command: node_answer, " ".join(jobs_argv): job_answer}
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     collector = slurm_exporter.SlurmCollector(
         (FIXTURES / version / "VERSION").read_text().strip(),

@@ -18,6 +18,7 @@ for folder in ("roles/slurm_common/filter_plugins", "roles/monitoring/files"):
     if str(ROOT / folder) not in sys.path:
         sys.path.insert(0, str(ROOT / folder))
 exporter = importlib.import_module("slurm_exporter")
+slurm_output = importlib.import_module("slurm_output")
 
 # The metric names the product spec and the dashboards rely on.
 SPEC_NAMES = [
@@ -44,17 +45,24 @@ class FakeSlurm:
         return self.answers[key]
 
 
-def captured(version: str) -> FakeSlurm:
+# What slurmctld still holds of two jobs that ended, in the text jobs form (MinJobAge).
+ENDED_JOBS = (
+    "3|COMPLETED|labuser|batch|1|1|w01|None\n4|FAILED|labuser|batch|1|1|w01|NonZeroExitCode\n"
+)
+
+
+def captured(version: str, ended: str = ENDED_JOBS) -> FakeSlurm:
     folder = FIXTURES / version
     nodes = (
         ("scontrol show nodes --json", "scontrol-nodes.json")
         if (folder / "scontrol-nodes.json").is_file()
         else ("sinfo --json", "sinfo.json")
     )
+    jobs = slurm_output.slurm_command("jobs", json=False, ended=True)
     return FakeSlurm(
         {
             nodes[0]: (folder / nodes[1]).read_text(),
-            "squeue --json": (folder / "squeue.json").read_text(),
+            " ".join(jobs): (folder / "jobs.txt").read_text() + ended,
         }
     )
 
@@ -69,16 +77,11 @@ def scrape(collector) -> dict[str, float]:
     return samples
 
 
-@pytest.mark.parametrize(
-    ("version", "jobs"),
-    [
-        # 22.05's squeue --json still lists the jobs that ended within MinJobAge
-        ("22.05", {"pending": 1, "running": 1, "completed": 3, "failed": 1}),
-        ("24.11", {"pending": 1, "running": 1, "completed": 0, "failed": 0}),
-    ],
-)
-def test_captured_clusters_are_counted_as_slurm_saw_them(version, jobs):
-    """The capture: one worker draining while it runs a job on both CPUs, one job pending."""
+@pytest.mark.parametrize("version", ["22.05", "24.11"])
+def test_captured_clusters_are_counted_as_slurm_saw_them(version):
+    """The capture: one worker draining while it runs a job on both CPUs, one job pending;
+    two jobs ended and still held."""
+    jobs = {"pending": 1, "running": 1, "completed": 1, "failed": 1}
     slurm_version = (FIXTURES / version / "VERSION").read_text().strip()
     samples = scrape(exporter.SlurmCollector(slurm_version, run=captured(version)))
     assert samples["slurm_up"] == 1
@@ -114,8 +117,9 @@ def _gpu_cluster() -> FakeSlurm:
         node = copy.deepcopy(template)
         node.update(name=name, state=state, cpus=cpus, alloc_cpus=alloc, gres=gres, gres_used=used)
         answer["nodes"].append(node)
-    jobs = (FIXTURES / "24.11" / "squeue.json").read_text()
-    return FakeSlurm({"scontrol show nodes --json": json.dumps(answer), "squeue --json": jobs})
+    slurm = captured("24.11")
+    slurm.answers["scontrol show nodes --json"] = json.dumps(answer)
+    return slurm
 
 
 def test_gpus_and_cpus_of_nodes_that_take_no_jobs_are_neither_allocated_nor_idle():
@@ -148,6 +152,15 @@ def test_slurm_not_answering_is_slurm_up_0_and_no_made_up_numbers():
     samples = scrape(exporter.SlurmCollector("24.11.5", run=FakeSlurm({})))
     assert samples["slurm_up"] == 0
     assert not any(name.startswith(("slurm_nodes_", "slurm_queue_")) for name in samples)
+
+
+def test_the_jobs_query_lists_what_ended_in_every_version():
+    """squeue's text form with -t all, whatever the version: the JSON form's 5 KB per job
+    (24.11) is what the exporter avoids."""
+    for version in ("22.05.8", "24.11.5"):
+        argv = slurm_output.slurm_command("jobs", version, json=False, ended=True)
+        assert argv[:3] == ["squeue", "-t", "all"] and "--json" not in argv
+    assert "-t" not in slurm_output.slurm_command("jobs", json=False)
 
 
 def test_the_exposition_carries_every_name_the_spec_lists():

@@ -38,7 +38,8 @@ _TEXT_FIELDS = {"nodes": 7, "jobs": 8, "accounting": 6}
 # form there; 22.05's `scontrol` has no --json at all (nodes come from its `sinfo --json`).
 JSON_SINCE = {"nodes": (21, 8), "jobs": (21, 8), "accounting": (23, 2)}
 SCONTROL_JSON_SINCE = (23, 2)
-# squeue --json also lists jobs that already ended (until MinJobAge); squeue's text does not.
+# squeue --json also lists jobs that already ended (until MinJobAge); its text form only with
+# `-t all` (slurm_command's `ended`).
 _ENDED = {
     "COMPLETED",
     "CANCELLED",
@@ -78,12 +79,15 @@ def slurm_command(
     json: bool = True,
     job_ids: list[Any] | None = None,
     nodes: list[str] | None = None,
+    ended: bool = False,
 ) -> list[str]:
     """The argv that asks this Slurm version about `what` (nodes, jobs, accounting): its JSON
     form where the version has a right one and `json` is true, else the text form (which any
     version reads alike: the version may then be empty). `nodes` narrows a nodes or jobs
     query; a narrowed query is always the text form (22.05's `sinfo --json` ignores `-n`,
-    the text forms filter alike in every version). `job_ids` narrows an accounting query."""
+    the text forms filter alike in every version). `job_ids` narrows an accounting query.
+    `ended` makes the text jobs query list the jobs that ended but slurmctld still holds, as
+    `squeue --json` always does."""
     if what not in TEXT_COMMANDS:
         raise ValueError(f"unknown Slurm query {what!r}; expected one of {sorted(TEXT_COMMANDS)}")
     node_list = ",".join(nodes or [])
@@ -102,6 +106,8 @@ def slurm_command(
         argv = list(TEXT_COMMANDS[what])
         if node_list:
             argv[1:1] = ["-n" if what == "nodes" else "-w", node_list]
+        if what == "jobs" and ended:
+            argv[1:1] = ["-t", "all"]
     if what == "accounting" and job_ids:
         # With -j sacct searches from the epoch, not from today's midnight.
         argv += ["-j", ",".join(str(job_id) for job_id in job_ids)]
@@ -184,7 +190,7 @@ def slurm_node_usage(output: str) -> list[dict[str, Any]]:
 def slurm_jobs(output: str, ended: bool = False) -> list[dict[str, Any]]:
     """One record per job in the queue: job_id, state, user, partition, nodes (count), cpus,
     node_list, reason. With `ended`, also the jobs that ended but slurmctld still holds
-    (MinJobAge): only `squeue --json` lists those."""
+    (MinJobAge), which `squeue --json` lists and the text form when asked with `ended`."""
     if _is_json(output):
         jobs = [_job_from_json(job) for job in _json(output, "jobs")]
         return sorted((job for job in jobs if ended or job["state"] not in _ENDED), key=_job_order)
