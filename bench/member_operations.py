@@ -111,7 +111,8 @@ def on_host(lab: str, host: str, script: str) -> str:
 def floor(lab: str, host: str, packages: list[str]) -> float:
     """The joined node's packages removed with what only they needed (configuration and key
     kept; untimed), then timed: installed again from the image's cache and started, until
-    slurmctld schedules on the node."""
+    sinfo shows the node schedulable. slurmctld notices a stopped slurmd only after
+    SlurmdTimeout, so in practice that wait adds nothing: the floor is install and start."""
     names = " ".join(packages)
     on_host(lab, host, f"systemctl stop slurmd; apt-get remove -y -q --autoremove {names}")
     started = time.perf_counter()
