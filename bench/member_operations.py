@@ -30,8 +30,7 @@ from typing import Any
 import yaml
 
 from driver.lab.distros import distro
-from driver.lab.hosts import lab_containers
-from driver.lab.lab import controller_container, lab_dir
+from driver.lab.lab import controller_container, host_container, lab_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = Path(sys.executable).parent / "slurm-app-driver"
@@ -98,10 +97,7 @@ def operation(lab: str, name: str, target: str | None = None) -> dict[str, Any]:
 
 
 def on_host(lab: str, host: str, script: str) -> str:
-    container = next(
-        c for c in lab_containers(lab) if c.labels.get("io.slurm-app.lab.host") == host
-    )
-    done = container.exec_run(["/bin/bash", "-c", script])
+    done = host_container(lab, host).exec_run(["/bin/bash", "-c", script])
     output: str = done.output.decode()
     if done.exit_code != 0:
         raise SystemExit(f"{host}: {script!r} failed:\n{output[-2000:]}")

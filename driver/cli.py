@@ -35,6 +35,7 @@ from driver.runner.run import (
 )
 from driver.schema_check import shipped_schema
 from driver.schemagen import SHIPPED, render
+from driver.site import load_site
 
 
 class Exit(IntEnum):
@@ -110,11 +111,12 @@ def _load_checked(request: str, output_format: str, *, files: bool) -> RequestCh
             with path.open("rb") as stream:
                 doc = load_request(stream, str(path))
         result = check_request(doc, files=files)
+        load_site()  # a broken site file stops here, before any host is touched
     except DocumentError as exc:
         _report([exc.finding], style, valid=False)
         return Exit.INVALID
     except CatalogError as exc:
-        return _usage(f"the bundle is broken: {exc}", output_format)
+        return _usage(f"the bundle or the site settings are broken: {exc}", output_format)
     if not result.valid:
         _report(result.findings, style, valid=False)
         return Exit.INVALID

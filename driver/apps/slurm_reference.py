@@ -4,6 +4,7 @@ import importlib.util
 from collections import Counter
 from collections.abc import Collection, Iterator
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 from uuid import UUID
@@ -17,6 +18,8 @@ from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory, apply_defaults
 from driver.models.manifest import Version
 from driver.models.request import MemberStatus, OperationRequest
+from driver.site import load_site
+from driver.site import role_vars as site_role_vars
 
 # What the result shows of each node the controller reports (slurm_common's slurm_nodes).
 NODE_FIELDS = (
@@ -40,6 +43,9 @@ OPTION_VARS = {
     "force": "slurm_controller_remove_force",
 }
 PENDING_OPTIONS: dict[str, str] = {}
+# The operations whose playbooks include the monitoring role (drain, resume and the lifecycle
+# leave the monitoring stack alone).
+MONITORING_OPERATIONS = {"deploy", "add_worker", "remove_worker", "status", "decommission"}
 # Node states that mean a node cannot run jobs although nobody asked for it (a drain is asked).
 UNHEALTHY_NODE_STATES = {"down", "fail", "failing", "unknown", "future"}
 UNHEALTHY_NODE_FLAGS = {"not_responding", "fail", "invalid_reg"}
@@ -65,9 +71,8 @@ class SlurmReference(AppAdapter):
             (InstanceStatus.RUNNING, Health.UNKNOWN),
         ),
     }
-    config_fields = frozenset({"cluster_name", "partitions", "accounting", "users"})
+    config_fields = frozenset({"cluster_name", "partitions", "accounting", "users", "monitoring"})
     pending_config: ClassVar[dict[str, str]] = {
-        "monitoring": "the monitoring role does not exist yet (monitoring issue)",
         "storage": "one model only (allocation_local): nothing for a role to choose",
     }
 
@@ -98,6 +103,8 @@ class SlurmReference(AppAdapter):
                 "slurm_common_munge_key_src": request.credentials.munge_key_file or "",
             }
         )
+        if request.operation.type in MONITORING_OPERATIONS:
+            inventory.group_vars.update(monitoring_vars(request, config["monitoring"]))
         spec = version.operation(request.operation.type)
         schema = spec.options_schema if spec is not None else {}
         options = apply_defaults(schema, request.operation.options)
@@ -146,6 +153,8 @@ class SlurmReference(AppAdapter):
             "profile": controller.get("profile"),
             "readiness": _readiness(controller.get("smoke_test")),
         }
+        if reported.get("slurm_app_monitoring"):
+            detail["monitoring"] = reported["slurm_app_monitoring"]
         if "services" in controller:
             detail["health"] = health_of(request, reported, asked=inventory.hosts)
         if destroyed:
@@ -158,6 +167,7 @@ class SlurmReference(AppAdapter):
                 controller,
                 reported.get("slurm_app_worker_files") or {},
                 users[0]["name"] if users else None,
+                reported.get("slurm_app_monitoring"),
             )
         return detail
 
@@ -167,7 +177,10 @@ class SlurmReference(AppAdapter):
 DESTROYED_KINDS = (
     ("/home/", "home directory: the user's files and job output"),
     ("/var/lib/mysql", "accounting database: every job record and association"),
+    ("/var/lib/slurm-app", "the bundle's records of the last deploy"),
     ("/var/lib/slurm", "Slurm state and spool: queued jobs, node states, job scripts"),
+    ("/var/lib/prometheus", "Prometheus's metrics history"),
+    ("/var/lib/grafana", "Grafana's database: users, sessions, dashboard edits"),
     ("/var/log/", "logs"),
     ("/etc/munge", "munge key"),
     ("/var/lib/munge", "munge state"),
@@ -226,6 +239,7 @@ def health_of(
         for daemon, state in sorted((report.get("services") or {}).items()):
             if state != "running":
                 problems.append(f"{host}: {daemon} is {state}")
+    problems += _monitoring_problems(reported)
     for node in controller.get("nodes") or []:
         flags = set(node.get("flags") or [])
         if node.get("base_state") in UNHEALTHY_NODE_STATES or flags & UNHEALTHY_NODE_FLAGS:
@@ -241,6 +255,57 @@ def health_of(
         },
         "accounting_reachable": controller.get("accounting_answers"),
     }
+
+
+def monitoring_vars(request: OperationRequest, monitoring: dict[str, Any]) -> dict[str, Any]:
+    """The monitoring role's variables: the config's, the site's package sources, and the
+    Grafana OIDC client secret as a file inside secrets_dir (request_check proved it there)."""
+    role_vars: dict[str, Any] = {
+        "monitoring_enabled": monitoring["enabled"],
+        "monitoring_prometheus_retention_time": monitoring["retention_time"],
+        "monitoring_prometheus_retention_size": monitoring["retention_size"],
+        "monitoring_prometheus_scrape_interval": monitoring["scrape_interval"],
+        **site_role_vars(load_site()),
+    }
+    oidc = (monitoring.get("grafana") or {}).get("oidc")
+    if oidc and request.credentials.secrets_dir:
+        role_vars["monitoring_grafana_oidc"] = {
+            "issuer_url": oidc["issuer_url"],
+            "client_id": oidc["client_id"],
+            "client_secret_src": str(
+                Path(request.credentials.secrets_dir) / oidc["client_secret_ref"]
+            ),
+            "scopes": oidc.get("scopes", ["openid", "profile", "email"]),
+            "admin_role": oidc.get("admin_role", "slurm-admin"),
+        }
+    return role_vars
+
+
+def _monitoring_problems(reported: dict[str, Any]) -> list[str]:
+    """What is wrong with the monitoring stack: a daemon down, Prometheus not answering, a
+    scrape target down, an exporter stopped (read from systemd, before Prometheus notices)."""
+    monitoring = reported.get("slurm_app_monitoring")
+    problems: list[str] = []
+    for host, units in sorted((reported.get("slurm_app_exporters") or {}).items()):
+        for unit, state in sorted((units or {}).items()):
+            if state != "running":
+                problems.append(f"{host}: {unit} is {state}")
+    if not monitoring:
+        return problems
+    host = monitoring.get("host")
+    for unit, state in sorted((monitoring.get("services") or {}).items()):
+        if state != "running":
+            problems.append(f"{host}: {unit} is {state}")
+    if not monitoring.get("prometheus_answers"):
+        problems.append(f"{host}: Prometheus does not answer")
+    for target in monitoring.get("targets") or []:
+        if target.get("health") == "down":
+            error = f": {target['last_error']}" if target.get("last_error") else ""
+            problems.append(
+                f"monitoring: {target.get('job')} exporter on {target.get('node')} "
+                f"({target.get('instance')}) is down{error}"
+            )
+    return problems
 
 
 def _worker_hosts(request: OperationRequest) -> list[str]:
@@ -340,6 +405,7 @@ def access_bundle(
     controller_report: dict[str, Any],
     worker_files: dict[str, Any],
     first_user: str | None,
+    monitoring: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """How the customer reaches and checks the cluster. Ports and paths are the ones the roles
     reported (slurm_controller's report.yml, slurm_worker's start.yml), never repeated here."""
@@ -353,7 +419,7 @@ def access_bundle(
         daemon: f"{path} (on each worker)"
         for daemon, path in (worker_files.get("log_paths") or {}).items()
     }
-    return {
+    bundle: dict[str, Any] = {
         "cluster_name": controller_report.get("cluster_name"),
         "controller": {
             "hostname": controller.hostname,
@@ -389,3 +455,37 @@ def access_bundle(
             "decommission.",
         ],
     }
+    if monitoring:
+        bundle["monitoring"] = monitoring_access(controller, ssh, monitoring)
+    return bundle
+
+
+def monitoring_access(controller: Any, ssh: str, monitoring: dict[str, Any]) -> dict[str, Any]:
+    """Grafana's URL, Prometheus through an SSH tunnel (it answers on the controller only),
+    and where the monitoring files are; ports and paths as the role reported them."""
+    ports = monitoring.get("ports") or {}
+    paths = monitoring.get("paths") or {}
+    prometheus = str(ports.get("prometheus", "127.0.0.1:9090"))
+    local_port = prometheus.rsplit(":", 1)[-1]
+    access: dict[str, Any] = {
+        "prometheus": {
+            "tunnel": f"{ssh} -N -L {local_port}:{prometheus}",
+            "url_through_tunnel": f"http://127.0.0.1:{local_port}/",
+            "config": paths.get("prometheus_config"),
+            "alert_rules": paths.get("alert_rules"),
+            "scrape_targets": paths.get("scrape_targets"),
+        },
+        "exporters": {
+            "slurm": f"http://{controller.address}:{ports.get('slurm_exporter')}/metrics",
+            "node": f"http://<member address>:{ports.get('node_exporter')}/metrics",
+        },
+    }
+    if monitoring.get("grafana"):
+        access["grafana"] = {
+            "url": f"https://{controller.address}:{ports.get('grafana')}/d/slurm-overview",
+            "admin_password_file": f"{paths.get('grafana_admin_password')} (on the controller)",
+        }
+    else:
+        access["grafana"] = None
+        access["notes"] = ["Grafana is not installed: the site settings choose no Grafana source."]
+    return access

@@ -1,9 +1,9 @@
 """Systemd base images for the lab and Molecule, built from Debian's packages (no registry).
 
-debootstrap a minimal Debian, pre-download (not install) the Slurm/MariaDB packages so the
-roles' real `apt` installs run from the local cache, then `docker import`. Images are cached by
-a tag that hashes the recipe, so a changed recipe builds a new image and an unchanged one is
-reused.
+debootstrap a minimal Debian, pre-download (not install) the Slurm, MariaDB and Prometheus
+packages so the roles' real `apt` installs run from the local cache, then `docker import`.
+Images are cached by a tag that hashes the recipe, so a changed recipe builds a new image and an
+unchanged one is reused.
 """
 
 import hashlib
@@ -37,6 +37,9 @@ PRELOADED_PACKAGES = (
     "slurmdbd",
     "slurm-client",
     "mariadb-server",
+    "prometheus",
+    "prometheus-node-exporter",
+    "python3-prometheus-client",
 )
 
 
@@ -78,9 +81,9 @@ def _prepare_rootfs(rootfs: Path, codename: str) -> None:
             "-qq",
             "--download-only",
             "--no-install-recommends",
-            *PRELOADED_PACKAGES,
+            *_preloaded(codename),
         ],
-        "pre-downloading the Slurm packages",
+        "pre-downloading the Slurm and monitoring packages",
     )
     policy.unlink()
     # The roles' apt installs must keep the downloaded packages for the next container.

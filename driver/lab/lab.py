@@ -12,11 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from driver.catalog import credentials_root, state_dir
 from driver.lab.engine import log
 from driver.lab.errors import LabError
-from driver.lab.hosts import LabHost, generate_ssh_key, lab_containers, remove_lab, start_hosts
+from driver.lab.hosts import (
+    LABEL,
+    LabHost,
+    generate_ssh_key,
+    lab_containers,
+    remove_lab,
+    start_hosts,
+)
 from driver.lab.images import build_image, distro
+from driver.site import site_file
 
 LAB_NAMESPACE = uuid.UUID("8a7d6f3e-52c1-4b8e-9f0a-3d2c1b0a9e8f")
 LAB_USER = {"name": "labuser", "uid": 2000, "gid": 2000}
@@ -142,6 +152,7 @@ def up(spec: LabSpec) -> Path:
     hosts = start_hosts(
         spec.name, host_names(spec), image, key.with_suffix(".pub").read_text().strip()
     )
+    _write_lab_site()
     request = folder / "deploy.json"
     (folder / "members.json").unlink(missing_ok=True)  # a new deploy: its members start over
     request.write_text(json.dumps(deploy_request(spec, hosts, key), indent=2) + "\n")
@@ -150,6 +161,21 @@ def up(spec: LabSpec) -> Path:
     )
     (folder / "spec.json").write_text(json.dumps(spec.__dict__) + "\n")
     return request
+
+
+# The lab stands in for a platform whose hosts reach Debian's mirror only: no Grafana source.
+LAB_SITE = {"grafana": {"source": "none"}}
+
+
+def _write_lab_site() -> None:
+    """The platform's site settings for the lab, unless an operator wrote their own."""
+    path = site_file()
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.write_text(
+            "# Written by `slurm-app-driver lab up`: Grafana cannot be installed here.\n"
+            + yaml.safe_dump(LAB_SITE)
+        )
 
 
 def operation_request(
@@ -227,11 +253,16 @@ def add_host(name: str, host: str) -> None:
     path.write_text(json.dumps([*allocations, _allocation(spec, started)], indent=2) + "\n")
 
 
-def controller_container(name: str) -> Any:
+def host_container(name: str, host: str) -> Any:
+    """The container standing in for one of the lab's hosts."""
     for container in lab_containers(name):
-        if container.labels.get("io.slurm-app.lab.host") == f"{name}-ctl":
+        if container.labels.get(f"{LABEL}.host") == host:
             return container
-    raise LabError(f"lab {name!r} has no controller; run `slurm-app-driver lab up` first")
+    raise LabError(f"lab {name!r} has no host {host}; run `slurm-app-driver lab up` first")
+
+
+def controller_container(name: str) -> Any:
+    return host_container(name, f"{name}-ctl")
 
 
 def test_job(name: str) -> str:
@@ -254,7 +285,7 @@ def status(name: str | None) -> list[dict[str, str]]:
         rows.append(
             {
                 "lab": container.labels.get("io.slurm-app.lab", ""),
-                "host": container.labels.get("io.slurm-app.lab.host", ""),
+                "host": container.labels.get(f"{LABEL}.host", ""),
                 "container": container.name,
                 "state": container.status,
             }

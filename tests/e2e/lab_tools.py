@@ -7,13 +7,11 @@ from conftest import VENV, console_script
 
 from driver.catalog import credentials_root
 from driver.lab import lab
-from driver.lab.hosts import LABEL
 
 
 def on_host(lab_name: str, host: str, command: str) -> str:
     """A shell command on a lab host, as its root; its output. Fails the test on error."""
-    container = next(c for c in lab.lab_containers(lab_name) if c.labels[f"{LABEL}.host"] == host)
-    ran = container.exec_run(["/bin/bash", "-c", command])
+    ran = lab.host_container(lab_name, host).exec_run(["/bin/bash", "-c", command])
     assert ran.exit_code == 0, (command, ran.output.decode())
     return ran.output.decode()
 

@@ -135,6 +135,25 @@ def test_deploy_succeeds_with_a_complete_result(deployed):
     assert bundle["log_paths"]["slurmd"] == "/var/log/slurm/slurmd.log (on each worker)"
     assert bundle["controller"]["slurmctld_port"] == 6817
     assert "sinfo" in bundle["commands"]["nodes"]
+    # monitoring: the flags Prometheus really runs with, and one target per exporter
+    monitoring = detail["monitoring"]
+    assert monitoring["services"] == {"prometheus": "running", "slurm-app-exporter": "running"}
+    assert monitoring["prometheus_answers"] is True
+    assert monitoring["prometheus_flags"] == {
+        "retention_time": "1w",  # 7d, as Prometheus prints it
+        "retention_size": "5GiB",  # 5GB: Prometheus's units are powers of 1024
+        "wal_compression": "true",
+        "listen_address": "127.0.0.1:9090",
+    }
+    assert sorted((t["job"], t["node"]) for t in monitoring["targets"]) == [
+        ("node", "e2e-ctl"),
+        ("node", "e2e-w01"),
+        ("node", "e2e-w02"),
+        ("prometheus", "e2e-ctl"),
+        ("slurm", "e2e-ctl"),
+    ]
+    assert "-L 9090:127.0.0.1:9090" in bundle["monitoring"]["prometheus"]["tunnel"]
+    assert bundle["monitoring"]["grafana"] is None  # the lab's site settings: no Grafana source
 
 
 def test_second_identical_run_changes_nothing(deployed):
@@ -275,6 +294,45 @@ def test_status_classifies_with_evidence_and_changes_nothing(deployed):
     assert result["adapter_detail"]["health"]["classification"] == "healthy", result
 
 
+def test_status_is_degraded_while_an_exporter_is_down(deployed):
+    on("e2e-w01", "systemctl stop prometheus-node-exporter")
+    try:
+        code, result = operation(deployed, "status")
+        assert code == 0 and result["instance"]["health"] == "degraded", result
+        problems = result["adapter_detail"]["health"]["problems"]
+        # systemd says so at once; Prometheus too once it scraped since (every 30 s)
+        assert "e2e-w01: prometheus-node-exporter is stopped" in problems, problems
+        assert all("e2e-w01" in problem for problem in problems), problems
+    finally:
+        on("e2e-w01", "systemctl start prometheus-node-exporter")
+    _wait_for_target("e2e-w01")
+    code, result = operation(deployed, "status")
+    assert result["adapter_detail"]["health"]["classification"] == "healthy", result
+
+
+def _prometheus(path: str) -> dict:
+    """GET on the controller's Prometheus (it answers on the controller only)."""
+    script = f"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9090{path}').read().decode())"
+    return json.loads(on("e2e-ctl", f'python3 -c "{script}"'))
+
+
+def _prometheus_started() -> str:
+    return on("e2e-ctl", "systemctl show -p ExecMainStartTimestampMonotonic prometheus").strip()
+
+
+def _target_health(node: str) -> list[str]:
+    active = _prometheus("/api/v1/targets?state=active")["data"]["activeTargets"]
+    return [t["health"] for t in active if t["labels"].get("node") == node]
+
+
+def _wait_for_target(node: str) -> None:
+    """Until Prometheus scraped the node's node_exporter: at most two scrape intervals."""
+    deadline = time.monotonic() + 60
+    while _target_health(node) != ["up"] and time.monotonic() < deadline:
+        time.sleep(2)
+    assert _target_health(node) == ["up"]
+
+
 def test_drain_waits_for_jobs_never_kills_one_and_resume_returns_the_node(deployed):
     job = submit("-w", "e2e-w01", "--wrap", "'sleep 25'")
     wait_on("e2e-ctl", f"squeue -h -j {job} -t R | grep -q .")
@@ -334,6 +392,7 @@ def _slurmd_since(host: str) -> str:
 
 def test_add_worker_touches_only_the_controller_and_the_new_worker(deployed):
     lab.add_host(SPEC.name, "e2e-w03")
+    prometheus_started = _prometheus_started()
     before = {host: _slurmd_since(host) for host in ("e2e-w01", "e2e-w02")}
     config = _slurm_conf_sha()
     code, result = operation(deployed, "add_worker", "e2e-w03", wait_idle_timeout_s=120)
@@ -347,6 +406,16 @@ def test_add_worker_touches_only_the_controller_and_the_new_worker(deployed):
     assert {host: _slurmd_since(host) for host in before} == before
     assert _slurm_conf_sha() != config
     assert on("e2e-ctl", "sinfo -h -N -o %N").split() == ["e2e-w01", "e2e-w02", "e2e-w03"]
+    # monitoring: one more target file; Prometheus picks it up without a restart, and the new
+    # node_exporter is up within two scrape intervals (30 s each)
+    assert on("e2e-ctl", "ls /etc/prometheus/slurm-app-targets").split() == [
+        "e2e-ctl.yml",
+        "e2e-w01.yml",
+        "e2e-w02.yml",
+        "e2e-w03.yml",
+    ]
+    _wait_for_target("e2e-w03")
+    assert _prometheus_started() == prometheus_started
     code, again = operation(deployed, "add_worker", "e2e-w03", wait_idle_timeout_s=120)
     assert code == 0 and again["changed"] == 0, again["hosts"]
 
@@ -456,14 +525,23 @@ def test_remove_worker_refuses_a_busy_node_unless_forced_and_cleans_the_host(dep
     assert {"/etc/munge", "/var/lib/slurm", "/home/labuser"} <= destroyed
     assert on("e2e-w04", "dpkg -l | grep -E 'slurm|munge' || true").strip() == ""
 
+    prometheus_started = _prometheus_started()
     code, result = operation(deployed, "remove_worker", "e2e-w03")
     assert code == 0, result
     assert on("e2e-ctl", "sinfo -h -N -o %N").split() == ["e2e-w01", "e2e-w02"]
+    assert on("e2e-ctl", "ls /etc/prometheus/slurm-app-targets").split() == [
+        "e2e-ctl.yml",
+        "e2e-w01.yml",
+        "e2e-w02.yml",
+    ]
+    assert _prometheus_started() == prometheus_started
+    assert on("e2e-w03", "dpkg -l | grep -E 'prometheus' || true").strip() == ""
 
 
 TEARDOWN_PATHS = (
     "/etc/slurm /etc/munge /var/lib/slurm /var/log/slurm /var/lib/munge /var/log/munge "
-    "/var/lib/mysql /etc/mysql /home/labuser"
+    "/var/lib/mysql /etc/mysql /home/labuser /etc/prometheus /var/lib/prometheus "
+    "/usr/local/lib/slurm-app-exporter /var/lib/slurm-app"
 )
 
 
@@ -477,9 +555,10 @@ def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
     held = {e["path"]: e["held"] for e in destroyed["e2e-ctl"]}
     assert held["/var/lib/mysql"].startswith("accounting database")
     assert held["/home/labuser"].startswith("home directory")
+    assert held["/var/lib/prometheus"] == "Prometheus's metrics history"
     assert set(destroyed) == {"e2e-ctl", "e2e-w01", "e2e-w02"}
     for host in ("e2e-ctl", "e2e-w01", "e2e-w02"):
-        packages = on(host, "dpkg -l | grep -iE 'slurm|munge|mariadb|mysql' || true")
+        packages = on(host, "dpkg -l | grep -iE 'slurm|munge|mariadb|mysql|prometheus' || true")
         assert packages.strip() == "", (host, packages)
         left = on(host, f"ls -d {TEARDOWN_PATHS} 2>/dev/null || true")
         assert left.strip() == "", (host, left)

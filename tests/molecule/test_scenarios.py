@@ -15,6 +15,7 @@ SCENARIOS = [
     ("separate", "trixie"),
     ("separate", "bookworm"),
     ("cluster", "trixie"),
+    ("monitoring", "trixie"),
 ]
 
 

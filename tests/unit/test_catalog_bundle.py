@@ -133,12 +133,13 @@ def _role_defaults() -> dict:
     return defaults
 
 
-def test_a_request_without_config_gives_the_roles_their_own_defaults():
+def test_a_request_without_config_gives_the_roles_their_own_defaults(monkeypatch, tmp_path):
     """A manifest's config default and the role default it feeds are one fact: an operator
     running the playbook without the driver gets what the catalog promises."""
+    monkeypatch.setenv("SLURM_APP_SITE", str(tmp_path / "no-site.yaml"))
     example = EXAMPLES / "slurm-reference" / "deploy.json"
     data = json.loads(example.read_text())
-    for name in ("cluster_name", "partitions", "accounting"):
+    for name in ("cluster_name", "partitions", "accounting", "monitoring"):
         data["instance"]["config"].pop(name, None)
     checked = check_request(load_json(json.dumps(data)))
     assert checked.request is not None and checked.version is not None, checked.findings
@@ -150,6 +151,10 @@ def test_a_request_without_config_gives_the_roles_their_own_defaults():
         "slurm_controller_partitions",
         "slurm_controller_accounting_enabled",
         "slurm_controller_default_account",
+        "monitoring_enabled",
+        "monitoring_prometheus_retention_time",
+        "monitoring_prometheus_retention_size",
+        "monitoring_prometheus_scrape_interval",
     } <= set(compared)
     for name, value in compared.items():
         if name not in ("slurm_common_users", "slurm_common_munge_key_src"):
@@ -167,6 +172,7 @@ READ_ONLY_ACTIONS = {
     "ansible.builtin.meta",
     "ansible.builtin.assert",
     "ansible.builtin.command",
+    "ansible.builtin.uri",  # GET only: checked below
 }
 
 

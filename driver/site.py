@@ -1,0 +1,64 @@
+"""The platform's own settings for this driver installation: where packages that Debian does
+not carry come from. Read from SLURM_APP_SITE, else `site.yaml` in the state folder; absent
+means the vendors' repositories. Trusted (the platform's operators write it), unlike requests.
+"""
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from driver.catalog import CatalogError, state_dir
+from driver.models.common import AbsolutePath, StrictModel
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class PackageSource(StrictModel):
+    """repository: the vendor's APT repository; artifact: a .deb on the driver's machine,
+    installed only when its sha256 matches; none: the component is not installed."""
+
+    source: Literal["repository", "artifact", "none"] = "repository"
+    artifact: AbsolutePath | None = None
+    sha256: Sha256 | None = None
+
+    @model_validator(mode="after")
+    def _artifact_complete(self) -> "PackageSource":
+        if self.source == "artifact" and (self.artifact is None or self.sha256 is None):
+            raise ValueError("source: artifact needs artifact (an absolute path) and sha256")
+        return self
+
+
+class Site(StrictModel):
+    grafana: PackageSource = PackageSource()
+    dcgm_exporter: PackageSource = PackageSource()
+
+
+def site_file() -> Path:
+    override = os.environ.get("SLURM_APP_SITE")
+    return Path(override) if override else state_dir() / "site.yaml"
+
+
+def load_site() -> Site:
+    path = site_file()
+    if not path.is_file():
+        return Site()
+    try:
+        return Site.model_validate(yaml.safe_load(path.read_text()) or {})
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise CatalogError(f"{path}: invalid site settings: {exc}") from exc
+
+
+def role_vars(site: Site) -> dict[str, str]:
+    """The monitoring role's source variables."""
+    names = {"repository": None, "artifact": "artifact", "none": "none"}
+    result: dict[str, str] = {}
+    for component, repository in (("grafana", "apt"), ("dcgm_exporter", "nvidia_repo")):
+        choice: PackageSource = getattr(site, component)
+        result[f"monitoring_{component}_source"] = names[choice.source] or repository
+        if choice.source == "artifact":
+            result[f"monitoring_{component}_artifact"] = str(choice.artifact)
+            result[f"monitoring_{component}_artifact_sha256"] = str(choice.sha256)
+    return result

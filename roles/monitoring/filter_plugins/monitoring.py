@@ -1,0 +1,80 @@
+"""Filters of the monitoring role: Prometheus's units and target list, and scrape-target files."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# Prometheus's own units: durations in seconds, sizes in powers of 1024 (its ParseBytes).
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+_BYTES = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40, "PB": 1 << 50}
+
+
+def prometheus_seconds(duration: str) -> int:
+    """'30s' -> 30, '2m' -> 120: the forms the manifest's patterns allow."""
+    match = re.fullmatch(r"([1-9][0-9]*)([smhdwy])", str(duration))
+    if match is None:
+        raise ValueError(f"not a Prometheus duration: {duration!r}")
+    return int(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def prometheus_bytes(size: str) -> int:
+    """'5GB' -> 5368709120, as Prometheus reads --storage.tsdb.retention.size."""
+    match = re.fullmatch(r"([1-9][0-9]*)(B|KB|MB|GB|TB|PB)", str(size))
+    if match is None:
+        raise ValueError(f"not a Prometheus size: {size!r}")
+    return int(match.group(1)) * _BYTES[match.group(2)]
+
+
+def host_port(address: str, port: int) -> str:
+    """address:port, with an IPv6 address in brackets."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def scrape_targets(
+    member: dict[str, Any], node_exporter_port: int, dcgm_exporter_port: int | None
+) -> list[dict[str, Any]]:
+    """The target groups of one member's file: its node_exporter, and its dcgm-exporter when it
+    has GPUs (dcgm_exporter_port None: dcgm-exporter is not installed anywhere)."""
+    labels = {"node": str(member["node"])}
+    groups = [
+        {
+            "targets": [host_port(str(member["address"]), node_exporter_port)],
+            "labels": {"job": "node", **labels},
+        }
+    ]
+    if dcgm_exporter_port is not None and int(member.get("gpus") or 0) > 0:
+        groups.append(
+            {
+                "targets": [host_port(str(member["address"]), dcgm_exporter_port)],
+                "labels": {"job": "dcgm", **labels},
+            }
+        )
+    return groups
+
+
+def prometheus_targets(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """/api/v1/targets -> one entry per active target: job, node, instance, health
+    (up / down / unknown = not scraped yet) and the last scrape's error."""
+    active = ((response or {}).get("data") or {}).get("activeTargets") or []
+    targets = [
+        {
+            "job": target.get("labels", {}).get("job"),
+            "node": target.get("labels", {}).get("node"),
+            "instance": target.get("labels", {}).get("instance"),
+            "health": target.get("health", "unknown"),
+            "last_error": target.get("lastError") or None,
+        }
+        for target in active
+    ]
+    return sorted(targets, key=lambda t: (str(t["job"]), str(t["node"]), str(t["instance"])))
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {
+            "prometheus_seconds": prometheus_seconds,
+            "prometheus_bytes": prometheus_bytes,
+            "prometheus_targets": prometheus_targets,
+            "scrape_targets": scrape_targets,
+        }
