@@ -152,7 +152,7 @@ def up(spec: LabSpec) -> Path:
     hosts = start_hosts(
         spec.name, host_names(spec), image, key.with_suffix(".pub").read_text().strip()
     )
-    _write_lab_site()
+    write_lab_site()
     request = folder / "deploy.json"
     (folder / "members.json").unlink(missing_ok=True)  # a new deploy: its members start over
     request.write_text(json.dumps(deploy_request(spec, hosts, key), indent=2) + "\n")
@@ -167,9 +167,10 @@ def up(spec: LabSpec) -> Path:
 LAB_SITE = {"grafana": {"source": "none"}}
 
 
-def _write_lab_site() -> None:
-    """The platform's site settings for the lab, unless an operator wrote their own."""
-    path = site_file()
+def write_lab_site(path: Path | None = None) -> None:
+    """The platform's site settings for the lab (at `path`, default where this process's driver
+    reads them), unless an operator wrote their own."""
+    path = path or site_file()
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         path.write_text(

@@ -17,7 +17,9 @@ def on_host(lab_name: str, host: str, command: str) -> str:
 
 
 def platform_env(state: Path) -> dict[str, str]:
-    """The driver's whole environment, as a platform gives it: no venv, own state dir."""
+    """The driver's whole environment, as a platform gives it: no venv, own state dir (with
+    the lab's site settings in it)."""
+    lab.write_lab_site(state / "site.yaml")
     return {
         "PATH": "/usr/bin:/bin",
         "SLURM_APP_STATE_DIR": str(state),

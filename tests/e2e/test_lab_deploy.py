@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import VENV, console_script
-from lab_tools import lab_operation, on_host
+from lab_tools import lab_operation, on_host, platform_env
 
 from driver.catalog import credentials_root
 from driver.lab import lab
@@ -70,12 +70,7 @@ def events(stdout: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def deployed(docker_engine, runtime_venv, tmp_path_factory):
     state = tmp_path_factory.mktemp("driver-state")
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "SLURM_APP_STATE_DIR": str(state),
-        "SLURM_APP_CREDENTIALS_ROOT": str(credentials_root()),
-        PLANTED[0]: PLANTED[1],
-    }
+    env = {**platform_env(state), PLANTED[0]: PLANTED[1]}
     lab.down(SPEC.name)
     request = lab.up(SPEC)
     before = set(Path("/tmp").glob("slurm-app-cp-*"))
