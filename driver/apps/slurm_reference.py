@@ -143,7 +143,11 @@ class SlurmReference(AppAdapter):
             "cluster_name": controller.get("cluster_name"),
             "daemon_versions": {
                 **controller.get("versions", {}),
-                "slurmd": reported.get("slurm_app_slurmd_versions", {}),
+                "slurmd": {
+                    report["node"]: report["slurmd_version"]
+                    for report in (reported.get("slurm_app_workers") or {}).values()
+                    if report.get("slurmd_version")
+                },
             },
             "nodes": [
                 {field: node.get(field) for field in NODE_FIELDS}
