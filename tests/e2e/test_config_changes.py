@@ -1,6 +1,6 @@
 """Config changes through deploy, on a running cluster (a same_node lab that started without
 accounting): partitions, users and accounting applied; an unchanged re-run skips the converge
-until a member drifts; a new cluster_name refused."""
+until a member drifts; monitoring turned off and on again; a new cluster_name refused."""
 
 import json
 
@@ -85,6 +85,34 @@ def test_a_rerun_skips_the_converge_until_a_member_drifts(cluster):
     assert "newbie" in associations.split()
     code, result = run_request(path, env)
     assert code == 0 and result["changed"] == 0, result
+
+
+MONITORING_PACKAGES = "dpkg -l | grep -E 'prometheus' || true"
+
+
+def test_monitoring_turned_off_removes_the_stack_and_on_brings_it_back(cluster):
+    path, env = cluster
+    request = json.loads(path.read_text())
+    request["instance"]["config"]["monitoring"] = {"enabled": False}
+    path.write_text(json.dumps(request))
+    code, result = run_request(path, env)
+    assert code == 0, result
+    assert _on_controller(MONITORING_PACKAGES).strip() == ""
+    assert _on_controller("ls -d /etc/prometheus /var/lib/prometheus 2>/dev/null || true") == ""
+    destroyed = {e["path"]: e["held"] for e in result["adapter_detail"]["destroyed"]["cfg-ctl"]}
+    assert destroyed["/var/lib/prometheus"] == "Prometheus's metrics history"
+    assert "monitoring" not in result["adapter_detail"]
+    assert result["adapter_detail"]["health"]["classification"] == "healthy"
+    # the cluster itself was left alone: no readiness job needed a new proof
+    assert result["adapter_detail"]["readiness"]["reused"] is True
+
+    request["instance"]["config"]["monitoring"] = {"enabled": True}
+    path.write_text(json.dumps(request))
+    code, result = run_request(path, env)
+    assert code == 0, result
+    monitoring = result["adapter_detail"]["monitoring"]
+    assert monitoring["services"] == {"prometheus": "running", "slurm-app-exporter": "running"}
+    assert sorted(t["job"] for t in monitoring["targets"]) == ["node", "prometheus", "slurm"]
 
 
 def test_a_new_cluster_name_is_refused_before_anything_changes(cluster):
