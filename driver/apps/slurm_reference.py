@@ -486,7 +486,7 @@ def monitoring_access(controller: Any, ssh: str, monitoring: dict[str, Any]) -> 
     }
     if monitoring.get("grafana"):
         access["grafana"] = {
-            "url": f"https://{controller.address}:{ports.get('grafana')}/d/slurm-overview",
+            "url": f"{str(monitoring.get('grafana_url') or '').rstrip('/')}/d/slurm-overview",
             "admin_password_file": f"{paths.get('grafana_admin_password')} (on the controller)",
         }
     else:
