@@ -240,9 +240,7 @@ def health_of(
         if report is None:
             problems.append(f"{host}: did not answer")
             continue
-        for daemon, state in sorted((report.get("services") or {}).items()):
-            if state != "running":
-                problems.append(f"{host}: {daemon} is {state}")
+        problems += _not_running(host, report.get("services"))
     problems += _monitoring_problems(reported)
     for node in controller.get("nodes") or []:
         flags = set(node.get("flags") or [])
@@ -285,21 +283,26 @@ def monitoring_vars(request: OperationRequest, monitoring: dict[str, Any]) -> di
     return role_vars
 
 
+def _not_running(host: Any, units: dict[str, str] | None) -> list[str]:
+    """`host: unit is state` for each of the host's units that does not run."""
+    return [
+        f"{host}: {unit} is {state}"
+        for unit, state in sorted((units or {}).items())
+        if state != "running"
+    ]
+
+
 def _monitoring_problems(reported: dict[str, Any]) -> list[str]:
     """What is wrong with the monitoring stack: a daemon down, Prometheus not answering, a
     scrape target down, an exporter stopped (read from systemd, before Prometheus notices)."""
     monitoring = reported.get("slurm_app_monitoring")
     problems: list[str] = []
     for host, units in sorted((reported.get("slurm_app_exporters") or {}).items()):
-        for unit, state in sorted((units or {}).items()):
-            if state != "running":
-                problems.append(f"{host}: {unit} is {state}")
+        problems += _not_running(host, units)
     if not monitoring:
         return problems
     host = monitoring.get("host")
-    for unit, state in sorted((monitoring.get("services") or {}).items()):
-        if state != "running":
-            problems.append(f"{host}: {unit} is {state}")
+    problems += _not_running(host, monitoring.get("services"))
     if not monitoring.get("prometheus_answers"):
         problems.append(f"{host}: Prometheus does not answer")
     for target in monitoring.get("targets") or []:
