@@ -34,6 +34,9 @@ class PackageSource(StrictModel):
 class Site(StrictModel):
     grafana: PackageSource = PackageSource()
     dcgm_exporter: PackageSource = PackageSource()
+    # artifact: a .tar.gz of a flat APT repository (folder ood-repository) with ondemand and
+    # its dependencies, for hosts that cannot reach OSC's repository
+    open_ondemand: PackageSource = PackageSource()
 
 
 def site_file() -> Path:
@@ -51,14 +54,22 @@ def load_site() -> Site:
         raise CatalogError(f"{path}: invalid site settings: {exc}") from exc
 
 
-def role_vars(site: Site) -> dict[str, str]:
-    """The monitoring role's source variables."""
-    names = {"repository": None, "artifact": "artifact", "none": "none"}
+# Each site component: the role variables' prefix and the role's word for the vendor repository.
+COMPONENTS = {
+    "grafana": ("monitoring_grafana", "apt"),
+    "dcgm_exporter": ("monitoring_dcgm_exporter", "nvidia_repo"),
+    "open_ondemand": ("open_ondemand", "repository"),
+}
+
+
+def role_vars(site: Site, components: tuple[str, ...]) -> dict[str, str]:
+    """The source variables of the given components' roles."""
     result: dict[str, str] = {}
-    for component, repository in (("grafana", "apt"), ("dcgm_exporter", "nvidia_repo")):
+    for component in components:
+        prefix, repository = COMPONENTS[component]
         choice: PackageSource = getattr(site, component)
-        result[f"monitoring_{component}_source"] = names[choice.source] or repository
+        result[f"{prefix}_source"] = repository if choice.source == "repository" else choice.source
         if choice.source == "artifact":
-            result[f"monitoring_{component}_artifact"] = str(choice.artifact)
-            result[f"monitoring_{component}_artifact_sha256"] = str(choice.sha256)
+            result[f"{prefix}_artifact"] = str(choice.artifact)
+            result[f"{prefix}_artifact_sha256"] = str(choice.sha256)
     return result

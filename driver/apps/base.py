@@ -25,6 +25,14 @@ class Violation:
     message: str
 
 
+def observed(classification: str) -> tuple[InstanceStatus, Health]:
+    """The instance's status and health for a status run's classification."""
+    return {
+        "healthy": (InstanceStatus.RUNNING, Health.HEALTHY),
+        "degraded": (InstanceStatus.DEGRADED, Health.DEGRADED),
+    }.get(classification, (InstanceStatus.FAILED, Health.FAILED))
+
+
 @dataclass(frozen=True)
 class OperationError:
     """A failure the playbook reports deliberately (see AppAdapter.operation_errors)."""

@@ -1,14 +1,170 @@
-"""The open-ondemand companion app."""
+"""The open-ondemand companion app: a portal attached to a slurm-reference instance."""
 
-from typing import ClassVar
+from pathlib import Path
+from typing import Any
+from uuid import UUID
 
-from driver.apps.base import AppAdapter
+from driver.apps.base import AppAdapter, observed
+from driver.apps.slurm_reference import destroyed_data
+from driver.catalog import load_entry
+from driver.events import Health, InstanceStatus
+from driver.inventory import Inventory, apply_defaults
+from driver.models.manifest import Version
+from driver.models.request import LinkedInstance, OperationRequest
+from driver.site import load_site
+from driver.site import role_vars as site_role_vars
 
-PORTAL_ISSUE = "the open_ondemand role does not exist yet (Open OnDemand issue)"
+# Product decision (spec): what users do in the portal is Slurm's business, not the platform's.
+AUDIT_NOTICE = (
+    "Actions taken in the HPC Portal are managed by Slurm, not tracked in platform audit logs."
+)
 
 
 class OpenOnDemand(AppAdapter):
     slug = "open-ondemand"
-    pending_config: ClassVar[dict[str, str]] = {
-        name: PORTAL_ISSUE for name in ("portal_title", "interactive_apps", "server_name", "oidc")
+    config_fields = frozenset({"portal_title", "interactive_apps", "server_name", "oidc"})
+
+    def inventory_vars(
+        self, request: OperationRequest, version: Version, inventory: Inventory
+    ) -> None:
+        """The portal's role variables; on deploy, the attached cluster's controller joins the
+        inventory (group slurm_controller) so the portal can copy its munge key, nothing more."""
+        config = apply_defaults(version.config_schema, request.instance.config)
+        cluster = _linked_cluster(request)
+        cluster_config = _cluster_config(cluster)
+        controller = _controller_allocation(request, cluster)
+        portal = request.allocation(UUID(request.instance.placement_intent["host_allocation_id"]))
+        assert portal is not None  # validation guarantees every reference resolves
+        if request.operation.type == "deploy" and controller is not None:
+            key_file = request.credentials.ssh_private_key_file
+            inventory.add(controller, ["slurm_controller"], key_file)
+        oidc = config["oidc"]
+        secrets_dir = request.credentials.secrets_dir or ""
+        inventory.group_vars.update(
+            {
+                "open_ondemand_cluster_name": cluster_config.get("cluster_name", ""),
+                "open_ondemand_cohosted": controller is not None and controller.id == portal.id,
+                "open_ondemand_login_host": controller.address if controller else "",
+                "open_ondemand_portal_title": config["portal_title"],
+                "open_ondemand_server_name": config.get("server_name") or portal.address,
+                "open_ondemand_interactive_apps": config["interactive_apps"],
+                "open_ondemand_oidc": {
+                    "issuer_url": oidc["issuer_url"],
+                    "client_id": oidc["client_id"],
+                    "client_secret_src": str(Path(secrets_dir) / oidc["client_secret_ref"]),
+                    "remote_user_claim": oidc["remote_user_claim"],
+                    "scopes": oidc["scopes"],
+                },
+                "slurm_common_users": cluster_config.get("users", []),
+                **site_role_vars(load_site(), ("open_ondemand",)),
+            }
+        )
+
+    def observed_state(
+        self, request: OperationRequest, reported: dict[str, Any]
+    ) -> tuple[InstanceStatus, Health] | None:
+        if request.operation.type != "status":
+            return None
+        return observed(portal_health(reported.get("slurm_app_portal") or {})["classification"])
+
+    def detail(
+        self,
+        request: OperationRequest,
+        inventory: Inventory,
+        reported: dict[str, Any],
+        failed: bool,
+    ) -> dict[str, Any]:
+        detail: dict[str, Any] = {}
+        portal = reported.get("slurm_app_portal")
+        if portal:
+            detail["portal"] = portal
+            detail["health"] = portal_health(portal)
+            if not failed:
+                detail["access_bundle"] = access_bundle(request, portal)
+        destroyed = reported.get("slurm_app_destroyed")
+        if destroyed:
+            detail["destroyed"] = destroyed_data(destroyed)
+        return detail
+
+
+def _linked_cluster(request: OperationRequest) -> LinkedInstance | None:
+    wanted = request.instance.placement_intent.get("slurm_instance_id")
+    return next((i for i in request.linked_instances if str(i.id) == wanted), None)
+
+
+def _cluster_config(cluster: LinkedInstance | None) -> dict[str, Any]:
+    """The attached cluster's config as its roles saw it (its manifest's defaults applied)."""
+    if cluster is None:
+        return {}
+    loaded = load_entry(cluster.app_slug)
+    version = loaded.entry.version(cluster.version) if loaded else None
+    return apply_defaults(version.config_schema, cluster.config) if version else cluster.config
+
+
+def _controller_allocation(request: OperationRequest, cluster: LinkedInstance | None) -> Any:
+    if cluster is None:
+        return None
+    member = next((m for m in cluster.members if m.component_key == "controller"), None)
+    return request.allocation(member.allocation_id) if member else None
+
+
+def portal_health(portal: dict[str, Any]) -> dict[str, Any]:
+    """failed: Apache does not run; degraded: a login or a job would fail (the provider's
+    metadata does not answer, the Slurm client cannot reach the controller, munge or sackd
+    stopped); healthy otherwise."""
+    services: dict[str, str] = portal.get("services") or {}
+    fatal = (
+        [f"{portal.get('host')}: apache2 is {services.get('apache2', 'absent')}"]
+        if services.get("apache2") != "running"
+        else []
+    )
+    problems = [
+        f"{portal.get('host')}: {unit} is {state}"
+        for unit, state in sorted(services.items())
+        if unit != "apache2" and state != "running"
+    ]
+    metadata = portal.get("oidc_metadata") or {}
+    if str(metadata.get("status")) != "200":
+        problems.append(
+            f"the OIDC provider's metadata ({metadata.get('url')}) does not answer from the "
+            f"portal: {metadata.get('error') or metadata.get('status')}"
+        )
+    if not portal.get("slurm_client_answers"):
+        problems.append(f"{portal.get('host')}: the Slurm client cannot reach the controller")
+    return {
+        "classification": "failed" if fatal else "degraded" if problems else "healthy",
+        "problems": fatal + problems,
+        "services": {str(portal.get("host")): services},
+    }
+
+
+def access_bundle(request: OperationRequest, portal: dict[str, Any]) -> dict[str, Any]:
+    """How users reach the portal and how its owner checks it; paths as the role reported."""
+    host = request.allocation(UUID(request.instance.placement_intent["host_allocation_id"]))
+    assert host is not None
+    return {
+        "url": portal.get("url"),
+        "cluster_name": portal.get("cluster_name"),
+        "open_ondemand_version": portal.get("ondemand_version"),
+        "ssh": f"ssh -p {host.ssh_port} {host.ssh_user}@{host.address}",
+        "config_paths": portal.get("paths"),
+        "health_checks": {
+            "apache": "systemctl status apache2",
+            "slurm_client": "sinfo; squeue",
+            "oidc_metadata": f"curl -sf {(portal.get('oidc_metadata') or {}).get('url')}",
+        },
+        "audit_notice": AUDIT_NOTICE,
+        "notes": [
+            AUDIT_NOTICE,
+            "Users log in through the OIDC provider; a login whose user name is none of the "
+            "cluster's users sees a page saying so.",
+        ]
+        + (
+            []
+            if portal.get("ondemand_version")
+            else [
+                "Open OnDemand is not installed (the driver's site settings choose no source): "
+                "the portal serves the login and the account check only."
+            ]
+        ),
     }

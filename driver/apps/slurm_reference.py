@@ -11,7 +11,7 @@ from uuid import UUID
 
 import yaml
 
-from driver.apps.base import AppAdapter, OperationError, Violation
+from driver.apps.base import AppAdapter, OperationError, Violation, observed
 from driver.catalog import bundle_root
 from driver.documents import LinePath
 from driver.events import Health, InstanceStatus
@@ -122,11 +122,7 @@ class SlurmReference(AppAdapter):
     ) -> tuple[InstanceStatus, Health] | None:
         if request.operation.type != "status":
             return None
-        verdict = health_of(request, reported)["classification"]
-        return {
-            "healthy": (InstanceStatus.RUNNING, Health.HEALTHY),
-            "degraded": (InstanceStatus.DEGRADED, Health.DEGRADED),
-        }.get(verdict, (InstanceStatus.FAILED, Health.FAILED))
+        return observed(health_of(request, reported)["classification"])
 
     def detail(
         self,
@@ -267,7 +263,7 @@ def monitoring_vars(request: OperationRequest, monitoring: dict[str, Any]) -> di
         "monitoring_prometheus_retention_time": monitoring["retention_time"],
         "monitoring_prometheus_retention_size": monitoring["retention_size"],
         "monitoring_prometheus_scrape_interval": monitoring["scrape_interval"],
-        **site_role_vars(load_site()),
+        **site_role_vars(load_site(), ("grafana", "dcgm_exporter")),
     }
     oidc = (monitoring.get("grafana") or {}).get("oidc")
     if oidc and request.credentials.secrets_dir:

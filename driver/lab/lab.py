@@ -163,8 +163,9 @@ def up(spec: LabSpec) -> Path:
     return request
 
 
-# The lab stands in for a platform whose hosts reach Debian's mirror only: no Grafana source.
-LAB_SITE = {"grafana": {"source": "none"}}
+# The lab stands in for a platform whose hosts reach Debian's mirror only: no Grafana and no
+# Open OnDemand source.
+LAB_SITE = {"grafana": {"source": "none"}, "open_ondemand": {"source": "none"}}
 
 
 def write_lab_site(path: Path | None = None) -> None:
@@ -174,19 +175,14 @@ def write_lab_site(path: Path | None = None) -> None:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         path.write_text(
-            "# Written by `slurm-app-driver lab up`: Grafana cannot be installed here.\n"
+            "# Written by `slurm-app-driver lab up`: Grafana and OOD cannot be installed here.\n"
             + yaml.safe_dump(LAB_SITE)
         )
 
 
-def operation_request(
-    name: str,
-    operation: str,
-    target: str | None = None,
-    options: dict[str, Any] | None = None,
-) -> Path:
-    """A member operation on a deployed lab, as the platform would send it after the deploy
-    succeeded (every member ready); `target` is a lab host name. Returns the request file."""
+def _cluster_as_it_stands(name: str) -> dict[str, Any]:
+    """The lab's deploy request with its members as the last successful operation left them
+    (all ready after the deploy)."""
     folder = lab_dir(name)
     deploy = folder / "deploy.json"
     if not deploy.is_file():
@@ -198,6 +194,19 @@ def operation_request(
     else:
         for member in request["members"]:
             member["status"] = "ready"
+    return request
+
+
+def operation_request(
+    name: str,
+    operation: str,
+    target: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> Path:
+    """A member operation on a deployed lab, as the platform would send it after the deploy
+    succeeded (every member ready); `target` is a lab host name. Returns the request file."""
+    folder = lab_dir(name)
+    request = _cluster_as_it_stands(name)
     known = {a["id"] for a in request["allocations"]}
     request["allocations"] += [
         a for a in json.loads((folder / "allocations.json").read_text()) if a["id"] not in known
@@ -223,6 +232,63 @@ def operation_request(
     if options:
         request["operation"]["options"] = options
     path = folder / f"{operation}.json"
+    path.write_text(json.dumps(request, indent=2) + "\n")
+    return path
+
+
+def portal_request(
+    name: str, host: str, operation: str, config: dict[str, Any], secrets_dir: Path
+) -> Path:
+    """An open-ondemand request attached to the lab's cluster, as the platform would send it:
+    the portal on lab host `host` (another host added with add_host: a companion; the
+    controller: co-hosted), the cluster in linked_instances with its members as they stand.
+    `config` is the portal's config (its oidc names a secret file in `secrets_dir`)."""
+    folder = lab_dir(name)
+    cluster = _cluster_as_it_stands(name)
+    allocations = json.loads((folder / "allocations.json").read_text())
+    portal = next((a for a in allocations if a["hostname"] == host), None)
+    if portal is None:
+        hosts = ", ".join(a["hostname"] for a in allocations)
+        raise LabError(f"lab {name!r} has no host {host!r} (hosts: {hosts})")
+    placement = _uuid(LabSpec(name=name), f"portal/{host}")
+    request = {
+        "api_version": "v1",
+        "correlation_id": f"lab-{uuid.uuid4()}",
+        "org_id": cluster["org_id"],
+        "project_id": cluster["project_id"],
+        "instance": {
+            "id": placement,
+            "app_slug": "open-ondemand",
+            "version": "3.1",
+            "name": f"{name}-portal",
+            "config": config,
+            "placement_intent": {
+                "host_allocation_id": portal["id"],
+                "slurm_instance_id": cluster["instance"]["id"],
+            },
+        },
+        "linked_instances": [
+            {
+                "id": cluster["instance"]["id"],
+                "app_slug": cluster["instance"]["app_slug"],
+                "version": cluster["instance"]["version"],
+                "config": cluster["instance"]["config"],
+                "members": cluster["members"],
+            }
+        ],
+        "members": [
+            {
+                "member_id": f"{name}-portal-{host}",
+                "component_key": "portal",
+                "allocation_id": portal["id"],
+                "status": "pending" if operation == "deploy" else "ready",
+            }
+        ],
+        "operation": {"id": f"lab-portal-{operation}-{uuid.uuid4()}", "type": operation},
+        "allocations": allocations,
+        "credentials": {**cluster["credentials"], "secrets_dir": str(secrets_dir)},
+    }
+    path = folder / f"portal-{host}-{operation}.json"
     path.write_text(json.dumps(request, indent=2) + "\n")
     return path
 

@@ -16,6 +16,7 @@ SCENARIOS = [
     ("separate", "bookworm"),
     ("cluster", "trixie"),
     ("monitoring", "trixie"),
+    ("ood", "trixie"),
 ]
 
 
@@ -27,6 +28,8 @@ def test_molecule_scenario(docker_engine, scenario, distro, tmp_path):
         "ANSIBLE_FORCE_COLOR": "0",
         "PY_COLORS": "0",
         "NO_COLOR": "1",
+        # the ood scenario's provider files (client secret among them), kept for the scan below
+        "SLURM_APP_OOD_TEST_DIR": str(tmp_path / "oidc"),
     }
     log = tmp_path / "molecule.log"
     with log.open("w") as sink:
@@ -42,3 +45,6 @@ def test_molecule_scenario(docker_engine, scenario, distro, tmp_path):
     text = log.read_text()
     assert result.returncode == 0, text[-6000:]
     assert "idempotence: Executed: Successful" in text.replace("➜ ", "")
+    secret = tmp_path / "oidc" / "client_secret"
+    if secret.is_file():
+        assert secret.read_text().strip() not in text, "the OIDC client secret was printed"

@@ -6,13 +6,12 @@ import configparser
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import ROOT
+from role_render import run_role_tasks
 
 FIXTURES = ROOT / "tests" / "fixtures" / "grafana"
 CLIENT_SECRET = "grafana-client-secret-7f3a9c"  # a test value: scanned for in every output
@@ -26,38 +25,6 @@ def rendered(tmp_path_factory) -> dict:
     secret = work / "oidc-secret"
     secret.write_text(CLIENT_SECRET)
     secret.chmod(0o600)
-    play = [
-        {
-            "hosts": "ctl",
-            "gather_facts": False,
-            "tasks": [
-                {
-                    "ansible.builtin.include_vars": str(
-                        ROOT / "roles" / "monitoring" / "vars" / "Debian.yml"
-                    )
-                },
-                {
-                    "ansible.builtin.include_role": {
-                        "name": "monitoring",
-                        "tasks_from": "grafana_config",
-                    }
-                },
-            ],
-        }
-    ]
-    (work / "play.yml").write_text(yaml.safe_dump(play))
-    inventory = {
-        "all": {
-            "hosts": {
-                "ctl": {
-                    "ansible_connection": "local",
-                    "ansible_host": "10.0.0.5",
-                    "ansible_python_interpreter": sys.executable,
-                }
-            }
-        }
-    }
-    (work / "inventory.yml").write_text(yaml.safe_dump(inventory))
     extra = {
         "__monitoring_grafana_root": str(root),
         "__monitoring_grafana_user": "root",
@@ -69,35 +36,7 @@ def rendered(tmp_path_factory) -> dict:
             "admin_role": "slurm-admin",
         },
     }
-    (work / "extra.json").write_text(json.dumps(extra))
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-        "HOME": str(work),
-        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_FORCE_COLOR": "0",
-    }
-    runs = [
-        subprocess.run(
-            [
-                str(Path(sys.executable).parent / "ansible-playbook"),
-                "-i",
-                "inventory.yml",
-                "-e",
-                "@extra.json",
-                "play.yml",
-            ],
-            cwd=work,
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            timeout=300,
-        )
-        for _ in range(2)
-    ]
-    for run in runs:
-        assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    runs = run_role_tasks(work, "monitoring", "grafana_config", extra, "10.0.0.5")
     return {"root": root, "runs": runs, "work": work}
 
 

@@ -1,0 +1,218 @@
+"""The open-ondemand app through the driver, as the platform runs it, attached to a lab cluster
+(a one-host same_node cluster): a companion portal on its own lab host, then a co-hosted one on
+the controller. A local OIDC provider (molecule/ood/oidc_provider.py: oidc-provider-mock over
+TLS, client registration required) runs on the lab network's gateway; the site settings say
+Open OnDemand is not installed (the lab's), so Apache with mod_auth_openidc serves the login."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, console_script
+from lab_tools import on_host, platform_env, run_request
+
+from driver.catalog import credentials_root
+from driver.lab import lab
+from driver.lab.hosts import network_name
+
+pytestmark = pytest.mark.containers
+SPEC = lab.LabSpec(name="ood", workers=1, distro="trixie", placement="same_node")
+CONTROLLER = f"{SPEC.name}-ctl"
+PORTAL = f"{SPEC.name}-portal"
+PROVIDER = ROOT / "molecule" / "ood" / "oidc_provider.py"
+LOGIN_CHECK = ROOT / "molecule" / "ood" / "login_check.py"
+AUDIT_NOTICE = (
+    "Actions taken in the HPC Portal are managed by Slurm, not tracked in platform audit logs."
+)
+USER = lab.LAB_USER["name"]
+
+
+def _address(host: str) -> str:
+    allocations = json.loads((lab.lab_dir(SPEC.name) / "allocations.json").read_text())
+    return next(a["address"] for a in allocations if a["hostname"] == host)
+
+
+def _redirect_uri() -> str:
+    return f"https://{_address(PORTAL)}/oidc"
+
+
+def _gateway() -> str:
+    inspected = subprocess.run(
+        ["docker", "network", "inspect", network_name(SPEC.name)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(inspected.stdout)[0]["IPAM"]["Config"][0]["Gateway"]
+
+
+@pytest.fixture(scope="module")
+def portal(docker_engine, tmp_path_factory):
+    state = tmp_path_factory.mktemp("driver-state")
+    env = platform_env(state)
+    lab.down(SPEC.name)
+    code, result = run_request(lab.up(SPEC), env)
+    assert code == 0, result
+    lab.add_host(SPEC.name, PORTAL)
+    provider = tmp_path_factory.mktemp("oidc")
+    subprocess.run(
+        [sys.executable, PROVIDER, "start", _gateway(), "9444", provider, _redirect_uri()],
+        check=True,
+        timeout=120,
+    )
+    # the platform's secrets folder inside the credentials root, the secret as a bare name
+    secrets = credentials_root() / "labs" / SPEC.name / "secrets"
+    secrets.mkdir(parents=True, exist_ok=True, mode=0o700)
+    secret = secrets / "ood-oidc"
+    secret.write_text((provider / "client_secret").read_text())
+    secret.chmod(0o600)
+    # the customer's trust store knows the provider's CA (a real IdP has a public one)
+    ca = (provider / "ca.crt").read_text()
+    for host in (PORTAL, CONTROLLER):
+        on_host(
+            SPEC.name,
+            host,
+            f"cat > /usr/local/share/ca-certificates/lab-oidc.crt <<'EOF'\n{ca}EOF\n"
+            "update-ca-certificates >/dev/null",
+        )
+    config = {
+        "portal_title": "Lab Portal",
+        "interactive_apps": ["jupyter", "vscode"],
+        "oidc": {
+            "issuer_url": (provider / "issuer").read_text(),
+            "client_id": (provider / "client_id").read_text(),
+            "client_secret_ref": "ood-oidc",
+        },
+    }
+
+    def operation(host: str, kind: str) -> tuple[int, dict, str]:
+        path = lab.portal_request(SPEC.name, host, kind, config, secrets)
+        ran = console_script("run", str(path), env=env, timeout=1200)
+        lines = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
+        return ran.returncode, lines[-1]["result"], ran.stdout + ran.stderr
+
+    deployed = operation(PORTAL, "deploy")
+    yield {
+        "operation": operation,
+        "deployed": deployed,
+        "provider": provider,
+        "secret": secret.read_text(),
+    }
+    subprocess.run([sys.executable, str(PROVIDER), "stop", str(provider)], check=False)
+    lab.down(SPEC.name)
+
+
+def _portal(command: str) -> str:
+    return on_host(SPEC.name, PORTAL, command)
+
+
+def _controller(command: str) -> str:
+    return on_host(SPEC.name, CONTROLLER, command)
+
+
+def _passphrase() -> str:
+    return _portal("cat /etc/ood/config/slurm-app/oidc_crypto_passphrase").strip()
+
+
+def test_companion_deploy_reports_the_portal_and_the_audit_notice(portal):
+    code, result, output = portal["deployed"]
+    assert code == 0, output[-4000:]
+    assert result["status"] == "succeeded"
+    assert [m["status"] for m in result["members"]] == ["ready"]
+    assert result["instance"]["health"] == "healthy"
+    detail = result["adapter_detail"]
+    # the controller is read for its munge key only
+    assert detail["hosts_touched"] == [CONTROLLER, PORTAL]
+    assert result["hosts"][CONTROLLER]["changed"] == 0
+    state = detail["portal"]
+    assert state["services"] == {"apache2": "running", "munge": "running", "sackd": "running"}
+    assert state["slurm_client_answers"] is True
+    assert str(state["oidc_metadata"]["status"]) == "200", state["oidc_metadata"]
+    assert state["ondemand_version"] is None
+    assert detail["health"]["classification"] == "healthy", detail["health"]
+    bundle = detail["access_bundle"]
+    assert bundle["audit_notice"] == AUDIT_NOTICE
+    assert AUDIT_NOTICE in bundle["notes"]
+    assert bundle["url"] == f"https://{_address(PORTAL)}/"
+    for secret in (portal["secret"], _passphrase()):
+        assert secret not in output
+        assert secret not in json.dumps(result)
+
+
+def test_the_cluster_user_submits_and_queries_from_the_portal(portal):
+    job = _portal(
+        f"cd /tmp && runuser -u {USER} -- sbatch --parsable --wait -o /tmp/portal-%j.out "
+        "--wrap 'id -un; hostname'"
+    ).strip()
+    assert job.isdigit(), job
+    assert _controller(f"cat /tmp/portal-{job}.out").split() == [USER, CONTROLLER]
+    assert "JOBID" in _portal(f"runuser -u {USER} -- squeue")
+    assert _portal(f"id -u {USER}").strip() == str(lab.LAB_USER["uid"])
+    key = "sha256sum < /etc/munge/munge.key"
+    assert _portal(key) == _controller(key)
+
+
+def test_a_login_through_the_portal_sees_the_cluster_account(portal):
+    checked = subprocess.run(
+        [sys.executable, LOGIN_CHECK, _address(PORTAL), portal["provider"], "good", USER],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert json.loads(checked.stdout)[USER]["status"] == 200
+
+
+def test_status_names_a_stopped_sackd_and_restart_brings_it_back(portal):
+    code, result, _ = portal["operation"](PORTAL, "status")
+    assert code == 0 and result["changed"] == 0, result
+    assert result["instance"]["health"] == "healthy", result["adapter_detail"]["health"]
+    assert result["adapter_detail"]["hosts_touched"] == [PORTAL]
+    _portal("systemctl stop sackd")
+    code, result, _ = portal["operation"](PORTAL, "status")
+    assert code == 0 and result["instance"]["status"] == "degraded", result
+    assert f"{PORTAL}: sackd is stopped" in result["adapter_detail"]["health"]["problems"]
+    before = _portal("systemctl show -p ActiveEnterTimestampMonotonic --value apache2")
+    code, result, _ = portal["operation"](PORTAL, "restart")
+    assert code == 0, result
+    assert result["adapter_detail"]["portal"]["services"]["sackd"] == "running"
+    assert _portal("systemctl show -p ActiveEnterTimestampMonotonic --value apache2") != before
+
+
+def test_a_cohosted_portal_comes_and_goes_leaving_the_cluster_as_it_was(portal):
+    conf = "sha256sum /etc/slurm/slurm.conf /etc/munge/munge.key"
+    before = _controller(conf)
+    code, result, output = portal["operation"](CONTROLLER, "deploy")
+    assert code == 0, output[-4000:]
+    assert result["adapter_detail"]["portal"]["services"] == {"apache2": "running"}
+    assert result["adapter_detail"]["portal"]["slurm_client_answers"] is True
+    code, result, output = portal["operation"](CONTROLLER, "decommission")
+    assert code == 0, output[-4000:]
+    destroyed = [e["path"] for e in result["adapter_detail"]["destroyed"][CONTROLLER]]
+    assert "/etc/ood" in destroyed and "/etc/munge" not in destroyed
+    assert _controller(conf) == before
+    assert _controller("systemctl is-active munge slurmctld slurmd").split() == ["active"] * 3
+    assert _controller(f"id -u {USER}").strip() == str(lab.LAB_USER["uid"])
+    assert "dpkg: apache2" not in _controller("dpkg -s apache2 2>&1 || true")
+    assert CONTROLLER in lab.test_job(SPEC.name)
+
+
+def test_decommission_takes_the_companion_portal_off_and_leaves_the_cluster(portal):
+    conf = "sha256sum /etc/slurm/slurm.conf /etc/munge/munge.key"
+    before = _controller(conf)
+    code, result, output = portal["operation"](PORTAL, "decommission")
+    assert code == 0, output[-4000:]
+    assert [m["status"] for m in result["members"]] == ["removed"]
+    assert result["adapter_detail"]["hosts_touched"] == [PORTAL]
+    destroyed = {e["path"] for e in result["adapter_detail"]["destroyed"][PORTAL]}
+    assert {"/etc/ood", "/etc/munge", f"/home/{USER}"} <= destroyed
+    left = _portal(
+        "dpkg-query -W -f '${Package} ${Status}\\n' apache2 libapache2-mod-auth-openidc munge "
+        "slurm-client sackd 2>/dev/null | grep ' installed$' || true; "
+        f"ls -d /etc/ood /etc/munge /var/www/ood 2>/dev/null || true; id {USER} 2>&1 || true"
+    )
+    assert left.strip() == f"id: '{USER}': no such user", left
+    assert _controller(conf) == before
+    assert CONTROLLER in lab.test_job(SPEC.name)

@@ -1,0 +1,148 @@
+"""Open OnDemand cannot be installed here: the open_ondemand role's configuration files are
+rendered by the role's own task file (config.yml) with real ansible-playbook into a folder,
+then compared with fixtures and read the way OOD reads them. The account check (user_map) is
+run for real."""
+
+import grp
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT
+from role_render import run_role_tasks
+
+FIXTURES = ROOT / "tests" / "fixtures" / "ood"
+# test values, scanned for in every output
+CLIENT_SECRET = "ood-client-secret-5e1d77"
+PASSPHRASE = "ood-test-passphrase-0b9c41"
+# internal path variable -> its path under the rendering root
+PATHS = {
+    "__open_ondemand_config_dir": "/etc/ood/config",
+    "__open_ondemand_portal_file": "/etc/ood/config/ood_portal.yml",
+    "__open_ondemand_clusters_dir": "/etc/ood/config/clusters.d",
+    "__open_ondemand_apps_config_dir": "/etc/ood/config/apps",
+    "__open_ondemand_private_dir": "/etc/ood/config/slurm-app",
+    "__open_ondemand_client_secret_file": "/etc/ood/config/slurm-app/oidc_client_secret",
+    "__open_ondemand_passphrase_file": "/etc/ood/config/slurm-app/oidc_crypto_passphrase",
+    "__open_ondemand_cluster_users_file": "/etc/ood/config/slurm-app/cluster_users",
+    "__open_ondemand_user_map": "/etc/ood/config/slurm-app/user_map",
+    "__open_ondemand_tls_dir": "/etc/ood/config/slurm-app/tls",
+    "__open_ondemand_public_root": "/var/www/ood/public",
+    "__open_ondemand_sys_apps_dir": "/var/www/ood/apps/sys",
+}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> dict:
+    work = tmp_path_factory.mktemp("ood")
+    root = work / "root"
+    private = root / "etc/ood/config/slurm-app"
+    private.mkdir(parents=True)
+    # kept from an earlier deploy: the role never replaces it
+    (private / "oidc_crypto_passphrase").write_text(PASSPHRASE + "\n")
+    secret = work / "client-secret"
+    secret.write_text(CLIENT_SECRET)
+    secret.chmod(0o600)
+    extra = {
+        **{name: f"{root}{path}" for name, path in PATHS.items()},
+        "__open_ondemand_web_group": grp.getgrgid(os.getgid()).gr_name,
+        "open_ondemand_cluster_name": "research",
+        "open_ondemand_login_host": "10.40.0.10",
+        "open_ondemand_portal_title": "GPU Cloud HPC Portal",
+        "open_ondemand_server_name": "ood.research.example.com",
+        "open_ondemand_interactive_apps": ["jupyter", "vscode", "desktop"],
+        "open_ondemand_oidc": {
+            "issuer_url": "https://keycloak.example.com/realms/gpuaas",
+            "client_id": "ood-portal",
+            "client_secret_src": str(secret),
+            "remote_user_claim": "preferred_username",
+            "scopes": ["openid", "profile", "email"],
+        },
+        "slurm_common_users": [{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2002}],
+    }
+    runs = run_role_tasks(work, "open_ondemand", "config", extra, "10.40.0.20")
+    return {"root": root, "runs": runs}
+
+
+def _text(rendered: dict, path: str) -> str:
+    """A rendered file with the rendering root taken out of the paths it names."""
+    return (rendered["root"] / path.lstrip("/")).read_text().replace(str(rendered["root"]), "")
+
+
+@pytest.mark.parametrize(
+    ("path", "fixture"),
+    [
+        ("/etc/ood/config/ood_portal.yml", "ood_portal.yml"),
+        ("/etc/ood/config/clusters.d/research.yml", "clusters.d/research.yml"),
+        ("/etc/ood/config/apps/dashboard/env", "apps/dashboard/env"),
+        ("/etc/ood/config/apps/bc_desktop/research.yml", "apps/bc_desktop/research.yml"),
+        ("/var/www/ood/apps/sys/jupyter/form.yml", "apps/sys/jupyter/form.yml"),
+        ("/var/www/ood/apps/sys/jupyter/template/script.sh.erb", "apps/sys/jupyter/script.sh.erb"),
+    ],
+)
+def test_rendered_files_match_the_fixtures(rendered, path, fixture):
+    assert _text(rendered, path) == (FIXTURES / fixture).read_text()
+
+
+def test_ood_portal_carries_the_oidc_settings(rendered):
+    portal = yaml.safe_load(_text(rendered, "/etc/ood/config/ood_portal.yml"))
+    assert portal["oidc_provider_metadata_url"] == (
+        "https://keycloak.example.com/realms/gpuaas/.well-known/openid-configuration"
+    )
+    assert portal["oidc_remote_user_claim"] == "preferred_username"
+    assert portal["oidc_scope"] == "openid profile email"
+    assert portal["oidc_uri"] == "/oidc"
+    assert portal["oidc_client_secret"] == CLIENT_SECRET
+    assert portal["oidc_crypto_passphrase"] == PASSPHRASE
+    assert portal["auth"] == ["AuthType openid-connect", "Require valid-user"]
+
+
+def test_clusters_d_describes_the_slurm_cluster(rendered):
+    cluster = yaml.safe_load(_text(rendered, "/etc/ood/config/clusters.d/research.yml"))["v2"]
+    assert cluster["job"] == {"adapter": "slurm", "cluster": "research", "bin": "/usr/bin"}
+    assert cluster["login"]["host"] == "10.40.0.10"
+
+
+def test_only_the_asked_apps_are_written(rendered):
+    apps = sorted(p.name for p in (rendered["root"] / "var/www/ood/apps/sys").iterdir())
+    assert apps == ["jupyter", "vscode"]
+
+
+def test_secrets_are_root_and_web_group_only_and_never_printed(rendered):
+    for relative in ("ood_portal.yml", "slurm-app/oidc_client_secret"):
+        mode = (rendered["root"] / "etc/ood/config" / relative).stat().st_mode
+        assert stat.S_IMODE(mode) == 0o640, relative
+    key = rendered["root"] / "etc/ood/config/slurm-app/tls/portal.key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    for run in rendered["runs"]:
+        for text in (run.stdout, run.stderr):
+            assert CLIENT_SECRET not in text
+            assert PASSPHRASE not in text
+
+
+def test_a_second_run_changes_nothing(rendered):
+    assert "changed=0" in rendered["runs"][1].stdout, rendered["runs"][1].stdout[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("login", "account"),
+    [
+        ("alice", "alice"),
+        ("bob", "bob"),
+        ("mallory", ""),
+        ("ali", ""),
+        ("alice'; touch /tmp/ood-user-map-injected; '", ""),
+        ("-v", ""),
+    ],
+)
+def test_the_account_check_maps_cluster_users_only(rendered, login, account):
+    user_map = rendered["root"] / "etc/ood/config/slurm-app/user_map"
+    result = subprocess.run(
+        [str(user_map), login], capture_output=True, text=True, check=False, timeout=10
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == account
+    assert not Path("/tmp/ood-user-map-injected").exists()
