@@ -51,54 +51,31 @@ def _openssl(folder: Path, *args: str) -> None:
 
 
 def _certificates(folder: Path, host: str) -> None:
+    """A CA and the provider's certificate, with the extensions a strict verifier (Python 3.13,
+    Debian 13's Ansible modules) demands of both."""
     _openssl(
-        folder,
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=slurm-app-test-ca",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
+        folder, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-subj", "/CN=slurm-app-test-ca", "-keyout", "ca.key", "-out", "ca.crt",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        "-addext", "subjectKeyIdentifier=hash",
+    )  # fmt: skip
+    _openssl(
+        folder, "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={host}",
+        "-keyout", "provider.key", "-out", "provider.csr",
+    )  # fmt: skip
+    (folder / "provider.ext").write_text(
+        f"subjectAltName=IP:{host}\n"
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+        "subjectKeyIdentifier=hash\n"
+        "authorityKeyIdentifier=keyid,issuer\n"
     )
     _openssl(
-        folder,
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        f"/CN={host}",
-        "-keyout",
-        "provider.key",
-        "-out",
-        "provider.csr",
-    )
-    (folder / "provider.ext").write_text(f"subjectAltName=IP:{host}\n")
-    _openssl(
-        folder,
-        "x509",
-        "-req",
-        "-in",
-        "provider.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "2",
-        "-extfile",
-        "provider.ext",
-        "-out",
-        "provider.crt",
-    )
+        folder, "x509", "-req", "-in", "provider.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "2", "-extfile", "provider.ext", "-out", "provider.crt",
+    )  # fmt: skip
 
 
 def start(host: str, port: str, folder: Path, redirect_uri: str) -> None:

@@ -159,6 +159,53 @@ def test_a_request_without_config_gives_the_roles_their_own_defaults(monkeypatch
             assert value == defaults[name], name
 
 
+def _portal_plan(monkeypatch, tmp_path, operation: str = "deploy", cohosted: bool = False):
+    monkeypatch.setenv("SLURM_APP_SITE", str(tmp_path / "no-site.yaml"))
+    data = json.loads((EXAMPLES / "open-ondemand" / "deploy.json").read_text())
+    for name in ("portal_title", "interactive_apps"):
+        data["instance"]["config"].pop(name)
+    data["operation"]["type"] = operation
+    if cohosted:
+        controller = data["linked_instances"][0]["members"][0]["allocation_id"]
+        data["instance"]["placement_intent"]["host_allocation_id"] = controller
+        data["members"][0]["allocation_id"] = controller
+    checked = check_request(load_json(json.dumps(data)))
+    assert checked.request is not None and checked.version is not None, checked.findings
+    return RunPlan.of(checked.request, checked.version).inventory
+
+
+def test_a_portal_request_without_config_gives_the_role_its_own_defaults(monkeypatch, tmp_path):
+    emitted = _portal_plan(monkeypatch, tmp_path).group_vars
+    defaults = _role_defaults()
+    for name in ("open_ondemand_portal_title", "open_ondemand_interactive_apps"):
+        assert emitted[name] == defaults[name], name
+    oidc = emitted["open_ondemand_oidc"]
+    for name in ("client_id", "remote_user_claim", "scopes"):
+        assert oidc[name] == defaults["open_ondemand_oidc"][name], name
+    # the secret is a file inside secrets_dir, never a value
+    assert oidc["client_secret_src"] == (
+        "/var/lib/gpuaas/credentials/ood-research/secrets/ood-oidc-client-secret"
+    )
+    assert emitted["open_ondemand_source"] == defaults["open_ondemand_source"]
+
+
+def test_a_companion_portal_reads_the_controller_on_deploy_only(monkeypatch, tmp_path):
+    deploy = _portal_plan(monkeypatch, tmp_path)
+    assert deploy.groups == {"ood": ["ood-01"], "slurm_controller": ["slurm-ctl"]}
+    assert deploy.group_vars["open_ondemand_cohosted"] is False
+    assert deploy.group_vars["open_ondemand_cluster_name"] == "research"
+    assert deploy.group_vars["open_ondemand_login_host"] == "10.40.0.10"
+    assert deploy.group_vars["open_ondemand_server_name"] == "ood.research.example.com"
+    for operation in ("status", "restart", "decommission"):
+        assert _portal_plan(monkeypatch, tmp_path, operation).groups == {"ood": ["ood-01"]}
+
+
+def test_a_cohosted_portal_is_the_controller(monkeypatch, tmp_path):
+    deploy = _portal_plan(monkeypatch, tmp_path, cohosted=True)
+    assert deploy.groups == {"ood": ["slurm-ctl"], "slurm_controller": ["slurm-ctl"]}
+    assert deploy.group_vars["open_ondemand_cohosted"] is True
+
+
 READ_ONLY_ACTIONS = {
     "ansible.builtin.include_role",
     "ansible.builtin.include_tasks",
@@ -170,6 +217,7 @@ READ_ONLY_ACTIONS = {
     "ansible.builtin.meta",
     "ansible.builtin.assert",
     "ansible.builtin.command",
+    "ansible.builtin.shell",  # like command: declares that it changes nothing
     "ansible.builtin.uri",  # GET only: checked below
 }
 
@@ -185,11 +233,12 @@ def _task_files(role: str, tasks_from: str):
             yield from _task_files(include["name"], include.get("tasks_from", "main"))
 
 
-def test_status_only_reads():
+@pytest.mark.parametrize("playbook", ["status.yml", "ood_status.yml"])
+def test_status_only_reads(playbook):
     """Every task status runs, its role task files followed: no package, file or service task,
     and every command declares that it changes nothing."""
     seen = 0
-    for play in yaml.safe_load((ROOT / "playbooks" / "status.yml").read_text()):
+    for play in yaml.safe_load((ROOT / "playbooks" / playbook).read_text()):
         for task in play["tasks"]:
             tasks = [(None, task)]
             if "ansible.builtin.include_role" in task:
@@ -200,7 +249,9 @@ def test_status_only_reads():
                     continue  # its tasks follow, opened by _flat
                 action = next(k for k in each if k.startswith("ansible.builtin."))
                 assert action in READ_ONLY_ACTIONS, (role, each["name"], action)
-                if action == "ansible.builtin.command":
+                if action in ("ansible.builtin.command", "ansible.builtin.shell"):
                     assert each.get("changed_when") is False, (role, each["name"])
+                if action == "ansible.builtin.uri":
+                    assert each[action].get("method", "GET") == "GET", (role, each["name"])
                 seen += 1
-    assert seen > 10
+    assert seen > 5
