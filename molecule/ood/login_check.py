@@ -64,8 +64,8 @@ def main() -> None:
     browser, back = login(portal, ca, f"sub-{account}")
     if mode == "wrong-secret":
         # the provider refuses the code exchange (invalid_client): mod_auth_openidc answers
-        # with an error page (400 Bad Request on Debian 13's 2.4.17, 200 on Debian 12's
-        # 2.4.12) and sets no session
+        # with an error page (400 Bad Request on Debian 13's 2.4.17; DESIGN records 200 for
+        # Debian 12's 2.4.12) and sets no session
         seen["wrong_secret"] = {"status": back.status_code, "cookies": sorted(browser.cookies)}
         assert back.status_code in (200, 400), back.status_code
         assert "Bad Request" in back.text or "Error" in back.text, back.text[:500]

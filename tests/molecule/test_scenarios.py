@@ -17,6 +17,7 @@ SCENARIOS = [
     ("cluster", "trixie"),
     ("monitoring", "trixie"),
     ("ood", "trixie"),
+    ("ood", "bookworm"),
 ]
 
 
