@@ -1,10 +1,18 @@
 """Large requests, generated from the shipped examples (used by the benchmarks and the tests)."""
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _host_key(index: int) -> str:
+    """An ed25519 public key in OpenSSH's wire format, one per host (the driver refuses two
+    allocations with one key)."""
+    blob = b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20" + index.to_bytes(32, "big")
+    return f"ssh-ed25519 {base64.b64encode(blob).decode()}"
 
 
 def add_worker_request(workers: int) -> dict[str, Any]:
@@ -27,7 +35,7 @@ def add_worker_request(workers: int) -> dict[str, Any]:
                 "cpus": 64,
                 "memory_mb": 256000,
                 "gpus": 0,
-                "ssh_host_keys": data["allocations"][0]["ssh_host_keys"],
+                "ssh_host_keys": [_host_key(index)],
             }
         )
         data["members"].append(

@@ -3,6 +3,7 @@
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from uuid import UUID
 
 from pydantic import ValidationError
 
@@ -50,6 +51,13 @@ def credentials_root() -> Path:
     secrets_dir): the driver copies such files to hosts the customer controls."""
     override = os.environ.get("SLURM_APP_CREDENTIALS_ROOT")
     return Path(override) if override else state_dir() / "credentials"
+
+
+def instance_credentials_dir(project_id: str, instance_id: UUID) -> Path:
+    """The one folder an instance's request may name credential files in: a request can
+    reach no other tenant's or instance's key, however the paths are spelled. The instance id
+    is written canonically, so every spelling of one UUID names one folder."""
+    return credentials_root() / project_id / str(instance_id)
 
 
 def manifest_file(folder: Path) -> Path | None:

@@ -155,10 +155,13 @@ def execute(
         log = stack.enter_context(Path(events_file).open("w")) if events_file else None
         sink = EventSink(Context.of(request), emit=not text, copy_to=log)
         code = Exit.OK
+        # Whether a playbook was started: before that, a failure has touched no host.
+        started = False
         try:
             with instance_lock(str(request.instance.id)), cancellation() as cancelled:
                 sink(EventType.OPERATION_STARTED)
                 plan = RunPlan.of(request, version)
+                started = True
                 if text:
                     with TextProgress(console, plan.plays, len(plan.inventory.hosts)) as progress:
                         result = run_playbook(plan, sink, progress, cancelled)
@@ -170,13 +173,11 @@ def execute(
         except Exception as exc:  # the platform must always get a result
             # The details (paths of the driver's host) go to its own stderr, not the result.
             print(f"slurm-app-driver: internal error: {exc!r}", file=sys.stderr)
-            result = Result(
-                status="failed",
-                error=ErrorInfo(
-                    code="internal_error",
-                    message=f"{type(exc).__name__} inside the driver; details on its stderr",
-                ),
+            error = ErrorInfo(
+                code="internal_error",
+                message=f"{type(exc).__name__} inside the driver; details on its stderr",
             )
+            result = Result(status="failed", error=error) if started else untouched(request, error)
             code = Exit.FAILED
         succeeded = result.status == "succeeded"
         if not succeeded and code == Exit.OK:

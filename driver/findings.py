@@ -64,7 +64,7 @@ HINTS: dict[str, str] = {
     "unknown-operation": "the version's operations list the supported types",
     "inline-secret": "pass secrets as files: credentials.*_file, or a *_ref name resolved "
     "inside credentials.secrets_dir",
-    "tenant-boundary": "every allocation must belong to the instance's project",
+    "tenant-boundary": "every allocation and linked instance must belong to the instance's project",
     "unknown-allocation": "every referenced allocation must be listed in `allocations`",
     "allocation-reused": "an allocation may back one member per instance "
     "(the controller's also backs the worker in same_node placement)",
@@ -80,6 +80,7 @@ HINTS: dict[str, str] = {
     "target-unexpected": "this operation takes no target",
     "target-invalid": "the target does not fit this operation",
     "linked-instance-missing": "pass the referenced instance in `linked_instances`",
+    "linked-instance-unexpected": "pass only the instances the placement intent references",
     "config-inconsistent": "the config's values contradict each other",
     "secret-file": "the referenced secret file must exist, be a regular file and not be "
     "readable by group or others",

@@ -9,6 +9,7 @@ allocation references, members vs placement, operation targets).
 import ipaddress
 import os
 import re
+import socket
 import stat
 from collections import Counter
 from collections.abc import Iterator
@@ -21,11 +22,11 @@ from uuid import UUID
 from pydantic import ValidationError
 
 from driver.apps import adapter_for
-from driver.catalog import credentials_root, load_entry
+from driver.catalog import instance_credentials_dir, load_entry
 from driver.documents import Document, LinePath
 from driver.findings import Finding
 from driver.models.manifest import OperationTarget, Version
-from driver.models.request import MemberStatus, OperationRequest
+from driver.models.request import LinkedInstance, Member, MemberStatus, OperationRequest
 from driver.schema_check import schema_findings, shipped_schema
 
 # Key names that announce a secret; allowed only as references (paths or names).
@@ -85,8 +86,20 @@ def _secret_refs(config: Any, path: LinePath) -> Iterator[tuple[LinePath, str]]:
 SECRET_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
+# Where a request's credential files must lie, as findings say it.
+_FOLDER_RULE = (
+    "the instance's credentials folder <credentials root>/<project_id>/<instance.id> "
+    "(SLURM_APP_CREDENTIALS_ROOT)"
+)
+
+
 def _private_file(
-    doc: Document, path: LinePath, file: Path, inside: Path, what: str
+    doc: Document,
+    path: LinePath,
+    file: Path,
+    what: str,
+    inside: Path,
+    inside_name: str = _FOLDER_RULE,
 ) -> list[Finding]:
     """`file` must resolve (symlinks followed) to a regular file inside `inside`, owned by the
     driver's user, readable by it alone (0600 or 0400): the role copies it to hosts where the
@@ -97,14 +110,7 @@ def _private_file(
     except (OSError, RuntimeError):
         return [doc.finding("secret-file", path, f"{what} does not exist or cannot be read")]
     if not real.is_relative_to(inside.resolve()):
-        return [
-            doc.finding(
-                "secret-file",
-                path,
-                f"{what} resolves outside {inside} (the driver's credentials root, "
-                "SLURM_APP_CREDENTIALS_ROOT)",
-            )
-        ]
+        return [doc.finding("secret-file", path, f"{what} resolves outside {inside_name}")]
     if not stat.S_ISREG(info.st_mode):
         return [doc.finding("secret-file", path, f"{what} is not a regular file")]
     if info.st_uid != os.geteuid():
@@ -115,16 +121,60 @@ def _private_file(
     return []
 
 
-def _reserved_address(address: str) -> bool:
-    if address.lower() == "localhost" or address.lower().endswith(".localhost"):
-        return True
+# Names that reach the machine itself or a cloud's instance-metadata service (which hands out
+# the platform's credentials) rather than an allocation.
+RESERVED_NAMES = frozenset(
+    {
+        "localhost",
+        "metadata",
+        "metadata.google.internal",
+        "metadata.azure.internal",
+        "instance-data",
+        "instance-data.ec2.internal",
+    }
+)
+
+
+def canonical_address(address: str) -> str:
+    """One spelling per host: an IP address in its standard form (an IPv4-mapped IPv6
+    address as the IPv4 one), a DNS name in lower case without the root's trailing dot."""
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
-        return False  # a DNS name: it must answer with the allocation's host key
+        return address.lower().removesuffix(".")
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return str(ip)
+
+
+def _odd_ipv4_spelling(address: str) -> bool:
+    """Shorthand, decimal, octal or hex IPv4 (127.1, 2130706433, 0177.0.0.1, 0x7f000001):
+    what inet_aton, and so ssh, reads as an address, but ipaddress does not."""
+    try:
+        socket.inet_aton(address)
+    except OSError:
+        return False
+    try:
+        ipaddress.IPv4Address(address)
+    except ValueError:
+        return True
+    return False
+
+
+def _reserved_ip(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     return ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast
+
+
+def _reserved_address(address: str) -> bool:
+    canonical = canonical_address(address)
+    if canonical in RESERVED_NAMES or canonical.endswith(".localhost"):
+        return True
+    try:
+        return _reserved_ip(ipaddress.ip_address(canonical))
+    except ValueError:
+        return False  # a DNS name: resolved before a run (check_names)
 
 
 def _bound_allocations(
@@ -183,6 +233,23 @@ class _Rules:
             [a.hostname for a in self.request.allocations], ("allocations",), "hostname"
         )
         self.duplicates([m.member_id for m in self.request.members], ("members",), "member_id")
+        # One host, one allocation: a second allocation at the controller's address (or with
+        # its host key) would run a worker's teardown on the controller.
+        self.duplicates(
+            [canonical_address(a.address) for a in self.request.allocations],
+            ("allocations",),
+            "address",
+        )
+        owner: dict[str, int] = {}
+        for index, allocation in enumerate(self.request.allocations):
+            for k_index, key in enumerate(dict.fromkeys(allocation.ssh_host_keys)):
+                first = owner.setdefault(key, index)
+                if first != index:
+                    self.add(
+                        "duplicate-id",
+                        ("allocations", index, "ssh_host_keys", k_index),
+                        f"the host key is also allocations[{first}]'s: one host, one allocation",
+                    )
 
     def allocation_names(self) -> None:
         """No reserved host name, no address that points back at a machine itself."""
@@ -194,7 +261,14 @@ class _Rules:
                     "expected a host name that is neither a Slurm keyword (DEFAULT) nor an "
                     f"Ansible name ({', '.join(sorted(RESERVED_HOSTNAMES - {'default'}))})",
                 )
-            if _reserved_address(allocation.address):
+            if _odd_ipv4_spelling(allocation.address):
+                self.add(
+                    "reserved-address",
+                    ("allocations", index, "address"),
+                    "expected an IPv4 address as four decimal numbers (a.b.c.d), an IPv6 "
+                    "address or a DNS name; shorthand, octal and hex spellings are refused",
+                )
+            elif _reserved_address(allocation.address):
                 self.add(
                     "reserved-address",
                     ("allocations", index, "address"),
@@ -265,19 +339,22 @@ class _Rules:
                     f"the placement puts the {member.component_key} on "
                     f"{self.request.instance.placement_intent.get(single.field)}",
                 )
-        for c_index, component in enumerate(self.version.components):
+        self.component_counts(self.version, live, ("members",))
+
+    def component_counts(self, version: Version, live: list[Member], path: LinePath) -> None:
+        for c_index, component in enumerate(version.components):
             count = sum(1 for m in live if m.component_key == component.key)
             if count < component.min_count:
                 self.add(
                     "member-mismatch",
-                    ("members",),
+                    path,
                     f"expected at least {component.min_count} {component.key} member(s), "
                     f"got {count}",
                 )
             if component.max_count is not None and count > component.max_count:
                 self.add(
                     "member-mismatch",
-                    ("members",),
+                    path,
                     f"expected at most {component.max_count} {component.key} member(s), "
                     f"got {count} (see components[{c_index}])",
                 )
@@ -327,94 +404,147 @@ class _Rules:
                 f"allocation {target.allocation_id} already backs {', '.join(sorted(on_target))}",
             )
 
-
-def _linked_instances(
-    doc: Document, request: OperationRequest, version: Version, allocation_ids: set[UUID]
-) -> list[Finding]:
-    findings = []
-    for reference in version.instance_references:
-        raw = request.instance.placement_intent.get(reference.field)
-        if raw is None:
-            continue
-        path: LinePath = ("instance", "placement_intent", reference.field)
-        match = next((i for i in request.linked_instances if i.id == UUID(raw)), None)
-        if match is None or match.app_slug != reference.app_slug:
-            findings.append(
-                doc.finding(
+    def linked_instances(self) -> None:
+        """Each linked instance is checked like the instance itself: referenced by the
+        placement, of the project, its app and version known, its config valid under its own
+        schema and rules, its members of known components in the counts its manifest allows,
+        on allocations of this request (so of this project)."""
+        request = self.request
+        referenced: set[UUID] = set()
+        for reference in self.version.instance_references:
+            raw = request.instance.placement_intent.get(reference.field)
+            if raw is None:
+                continue
+            referenced.add(UUID(raw))
+            match = next((i for i in request.linked_instances if i.id == UUID(raw)), None)
+            if match is None or match.app_slug != reference.app_slug:
+                self.add(
                     "linked-instance-missing",
-                    path,
+                    ("instance", "placement_intent", reference.field),
                     f"no {reference.app_slug} instance {raw} in linked_instances",
                 )
-            )
-    for index, linked in enumerate(request.linked_instances):
-        base: LinePath = ("linked_instances", index)
+        self.duplicates([i.id for i in request.linked_instances], ("linked_instances",), "id")
+        for index, linked in enumerate(request.linked_instances):
+            base: LinePath = ("linked_instances", index)
+            if linked.id not in referenced:
+                self.add(
+                    "linked-instance-unexpected",
+                    (*base, "id"),
+                    "expected only instances the placement intent references",
+                )
+            if linked.project_id != request.project_id:
+                self.add(
+                    "tenant-boundary",
+                    (*base, "project_id"),
+                    f"linked instance {linked.id} belongs to project {linked.project_id!r}, "
+                    f"the instance to {request.project_id!r}",
+                )
+            self.linked_instance(linked, base)
+
+    def linked_instance(self, linked: LinkedInstance, base: LinePath) -> None:
         loaded = load_entry(linked.app_slug)
-        linked_version = loaded.entry.version(linked.version) if loaded else None
         if loaded is None:
-            findings.append(
-                doc.finding(
-                    "unknown-app", (*base, "app_slug"), f"no catalog entry {linked.app_slug!r}"
-                )
+            self.add("unknown-app", (*base, "app_slug"), f"no catalog entry {linked.app_slug!r}")
+            return
+        version = loaded.entry.version(linked.version)
+        if version is None:
+            self.add(
+                "unknown-version",
+                (*base, "version"),
+                f"{linked.app_slug} has no version {linked.version}",
             )
-            continue
-        if linked_version is None:
-            findings.append(
-                doc.finding(
-                    "unknown-version",
-                    (*base, "version"),
-                    f"{linked.app_slug} has no version {linked.version}",
-                )
-            )
-            continue
-        findings += schema_findings(
-            doc, linked_version.config_schema, linked.config, (*base, "config"), "config"
+            return
+        config_findings = schema_findings(
+            self.doc, version.config_schema, linked.config, (*base, "config"), "config"
         )
+        self.findings += config_findings
+        if not config_findings:
+            for violation in adapter_for(linked.app_slug).config_rules(
+                linked.config, (*base, "config")
+            ):
+                self.add(violation.code, violation.path, violation.message)
+        live = []
         for m_index, member in enumerate(linked.members):
-            if member.allocation_id not in allocation_ids:
-                findings.append(
-                    doc.finding(
-                        "unknown-allocation",
-                        (*base, "members", m_index, "allocation_id"),
-                        f"allocation {member.allocation_id} is not in the request's allocations",
-                    )
+            path: LinePath = (*base, "members", m_index)
+            if version.component(member.component_key) is None:
+                self.add(
+                    "unknown-component",
+                    (*path, "component_key"),
+                    f"{linked.app_slug} has no component {member.component_key!r}",
                 )
+            if member.allocation_id not in self.allocation_ids:
+                self.add(
+                    "unknown-allocation",
+                    (*path, "allocation_id"),
+                    f"allocation {member.allocation_id} is not in the request's allocations",
+                )
+            if member.status is not MemberStatus.REMOVED:
+                live.append(member)
+        self.component_counts(version, live, (*base, "members"))
+
+
+def check_names(doc: Document, request: OperationRequest) -> list[Finding]:
+    """Allocation addresses given as DNS names must not resolve to loopback, link-local
+    (cloud metadata), unspecified or multicast addresses; run before acting. A name that
+    does not resolve is left to the run (host_unreachable)."""
+    findings = []
+    for index, allocation in enumerate(request.allocations):
+        name = canonical_address(allocation.address)
+        try:
+            ipaddress.ip_address(name)
+            continue
+        except ValueError:
+            pass
+        try:
+            resolved = {info[4][0] for info in socket.getaddrinfo(name, None)}
+        except (OSError, UnicodeError):
+            continue
+        if any(_reserved_ip(ipaddress.ip_address(ip.split("%", 1)[0])) for ip in resolved):
+            findings.append(
+                doc.finding(
+                    "reserved-address",
+                    ("allocations", index, "address"),
+                    "the name resolves to a loopback, link-local, unspecified or multicast "
+                    "address; expected the allocation's routable address",
+                )
+            )
     return findings
 
 
 def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
-    """Secret files exist, are private and lie inside the credentials root; run before acting,
-    optional for dry checks. Messages never name a secret reference's value."""
+    """Secret files exist, are private and lie inside the instance's own credentials folder
+    (`<root>/<project_id>/<instance_id>/`); run before acting, optional for dry checks.
+    Messages never name a secret reference's value."""
     creds = request.credentials
-    root = credentials_root()
+    folder = instance_credentials_dir(request.project_id, request.instance.id)
     findings = _private_file(
         doc,
         ("credentials", "ssh_private_key_file"),
         Path(creds.ssh_private_key_file),
-        root,
         "the SSH private key",
+        folder,
     )
     if creds.munge_key_file:
         findings += _private_file(
             doc,
             ("credentials", "munge_key_file"),
             Path(creds.munge_key_file),
-            root,
             "the munge key",
+            folder,
         )
-    refs = list(_secret_refs(request.instance.config, ("instance", "config")))
-    if not creds.secrets_dir or not refs:
+    if not creds.secrets_dir:
         return findings
     secrets_dir = Path(creds.secrets_dir)
-    if not secrets_dir.resolve().is_relative_to(root.resolve()) or not secrets_dir.is_dir():
+    if not secrets_dir.resolve().is_relative_to(folder.resolve()) or not secrets_dir.is_dir():
         return [
             *findings,
             doc.finding(
                 "secret-file",
                 ("credentials", "secrets_dir"),
-                f"secrets_dir must be a folder inside {root} (the driver's credentials root)",
+                f"secrets_dir must be a folder inside {_FOLDER_RULE}",
             ),
         ]
-    for path, name in refs:
+    for path, name in _secret_refs(request.instance.config, ("instance", "config")):
         if not SECRET_REF.fullmatch(name):
             findings.append(
                 doc.finding(
@@ -425,7 +555,12 @@ def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
             )
             continue
         findings += _private_file(
-            doc, path, secrets_dir / name, secrets_dir, "the secret file this field names"
+            doc,
+            path,
+            secrets_dir / name,
+            "the secret file this field names",
+            secrets_dir,
+            "secrets_dir",
         )
     return findings
 
@@ -506,7 +641,7 @@ def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
     rules.target()
     for violation in adapter_for(loaded.entry.slug).rules(request, version):
         rules.add(violation.code, violation.path, violation.message)
-    rules.findings += _linked_instances(doc, request, version, rules.allocation_ids)
+    rules.linked_instances()
     if not request.credentials.secrets_dir:
         for path, _name in _secret_refs(request.instance.config, ("instance", "config")):
             rules.add(
@@ -515,6 +650,7 @@ def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
                 "names a secret file but credentials.secrets_dir is not set",
             )
     if files:
+        rules.findings += check_names(doc, request)
         rules.findings += check_files(doc, request)
     result.findings = rules.findings
     if not result.findings:

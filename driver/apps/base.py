@@ -75,6 +75,11 @@ class AppAdapter:
 
     def rules(self, request: OperationRequest, version: Version) -> Iterator[Violation]:
         """Semantic rules beyond the schemas (the generic ones run for every app)."""
+        return self.config_rules(request.instance.config, ("instance", "config"))
+
+    def config_rules(self, config: dict[str, Any], base: LinePath) -> Iterator[Violation]:
+        """The rules over one config of this app, wherever it appears: the instance's own, or
+        a linked instance's (whose values reach the roles too)."""
         return iter(())
 
     def inventory_vars(

@@ -1,16 +1,17 @@
 """The open-ondemand companion app: a portal attached to a slurm-reference instance."""
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from uuid import UUID
 
-from driver.apps.base import AppAdapter, observed
-from driver.apps.slurm_reference import destroyed_data
+from driver.apps.base import AppAdapter, OperationError, Violation, observed
+from driver.apps.slurm_reference import destroyed_data, login_user_rules
 from driver.catalog import load_entry
 from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory, apply_defaults
 from driver.models.manifest import Version
-from driver.models.request import LinkedInstance, OperationRequest
+from driver.models.request import LinkedInstance, MemberStatus, OperationRequest
 from driver.site import load_site
 from driver.site import role_vars as site_role_vars
 
@@ -23,6 +24,37 @@ AUDIT_NOTICE = (
 class OpenOnDemand(AppAdapter):
     slug = "open-ondemand"
     config_fields = frozenset({"portal_title", "interactive_apps", "server_name", "oidc"})
+    operation_errors: ClassVar[dict[str, OperationError]] = {
+        "slurm_host": OperationError(
+            "the request places a companion portal on a host that runs a Slurm daemon (the "
+            "role checks the host itself); nothing was changed",
+            None,
+            (InstanceStatus.FAILED, Health.UNKNOWN),
+        ),
+    }
+
+    def rules(self, request: OperationRequest, version: Version) -> Iterator[Violation]:
+        """The portal shares a host with its cluster only as the controller's co-host: on a
+        worker, a companion's install and teardown would take that worker's munge, key and
+        users."""
+        cluster = _linked_cluster(request)
+        portal = UUID(request.instance.placement_intent["host_allocation_id"])
+        if cluster is None:
+            return
+        index = request.linked_instances.index(cluster)
+        yield from login_user_rules(request, cluster.config, ("linked_instances", index, "config"))
+        on_portal_host = {
+            m.component_key
+            for m in cluster.members
+            if m.allocation_id == portal and m.status is not MemberStatus.REMOVED
+        }
+        if on_portal_host and "controller" not in on_portal_host:
+            yield Violation(
+                "allocation-reused",
+                ("instance", "placement_intent", "host_allocation_id"),
+                f"the portal's allocation backs the cluster's {', '.join(sorted(on_portal_host))}:"
+                " expected the cluster's controller (co-hosted) or an allocation of its own",
+            )
 
     def inventory_vars(
         self, request: OperationRequest, version: Version, inventory: Inventory
@@ -89,7 +121,9 @@ class OpenOnDemand(AppAdapter):
 
 def _linked_cluster(request: OperationRequest) -> LinkedInstance | None:
     wanted = request.instance.placement_intent.get("slurm_instance_id")
-    return next((i for i in request.linked_instances if str(i.id) == wanted), None)
+    if wanted is None:
+        return None
+    return next((i for i in request.linked_instances if i.id == UUID(wanted)), None)
 
 
 def _cluster_config(cluster: LinkedInstance | None) -> dict[str, Any]:
@@ -104,7 +138,14 @@ def _cluster_config(cluster: LinkedInstance | None) -> dict[str, Any]:
 def _controller_allocation(request: OperationRequest, cluster: LinkedInstance | None) -> Any:
     if cluster is None:
         return None
-    member = next((m for m in cluster.members if m.component_key == "controller"), None)
+    member = next(
+        (
+            m
+            for m in cluster.members
+            if m.component_key == "controller" and m.status is not MemberStatus.REMOVED
+        ),
+        None,
+    )
     return request.allocation(member.allocation_id) if member else None
 
 

@@ -77,7 +77,12 @@ class SlurmReference(AppAdapter):
     }
 
     def rules(self, request: OperationRequest, version: Version) -> Iterator[Violation]:
-        return _rules(request)
+        yield from _placement_rules(request)
+        yield from self.config_rules(request.instance.config, ("instance", "config"))
+        yield from login_user_rules(request, request.instance.config, ("instance", "config"))
+
+    def config_rules(self, config: dict[str, Any], base: LinePath) -> Iterator[Violation]:
+        return _config_rules(config, base)
 
     def inventory_vars(
         self, request: OperationRequest, version: Version, inventory: Inventory
@@ -331,8 +336,8 @@ def _readiness(smoke: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**smoke, "nodes": int(nodes) if nodes.isdigit() else None}
 
 
-def _rules(request: OperationRequest) -> Iterator[Violation]:
-    config, placement = request.instance.config, request.instance.placement_intent
+def _placement_rules(request: OperationRequest) -> Iterator[Violation]:
+    placement = request.instance.placement_intent
     controller = placement.get("controller_allocation_id")
     if placement.get("worker_placement") == "separate":
         for index, member in enumerate(request.members):
@@ -342,6 +347,9 @@ def _rules(request: OperationRequest) -> Iterator[Violation]:
                     ("members", index, "allocation_id"),
                     "separate placement: no worker runs on the controller's allocation",
                 )
+
+
+def _config_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violation]:
     partitions = config.get("partitions")
     if isinstance(partitions, list):
         names = [p.get("name") for p in partitions]
@@ -349,31 +357,40 @@ def _rules(request: OperationRequest) -> Iterator[Violation]:
             if count > 1:
                 yield Violation(
                     "duplicate-key",
-                    (
-                        "instance",
-                        "config",
-                        "partitions",
-                        names.index(name, names.index(name) + 1),
-                        "name",
-                    ),
+                    (*base, "partitions", names.index(name, names.index(name) + 1), "name"),
                     f"partition {name!r} appears {count} times",
                 )
         defaults = sum(1 for p in partitions if p.get("default"))
         if defaults != 1:
             yield Violation(
                 "config-inconsistent",
-                ("instance", "config", "partitions"),
+                (*base, "partitions"),
                 f"expected exactly one default partition, got {defaults}",
             )
     users = config.get("users")
     if isinstance(users, list):
-        yield from _user_rules(users)
+        yield from _user_rules(users, (*base, "users"))
 
 
-def _user_rules(users: list[dict[str, Any]]) -> Iterator[Violation]:
+def login_user_rules(
+    request: OperationRequest, config: dict[str, Any], base: LinePath
+) -> Iterator[Violation]:
+    """No cluster user is the account the driver logs in with on any of the request's hosts:
+    the role would renumber it, and a decommission would delete it with its home."""
+    logins = {allocation.ssh_user for allocation in request.allocations}
+    users = config.get("users")
+    for index, user in enumerate(users if isinstance(users, list) else []):
+        if isinstance(user, dict) and user.get("name") in logins:
+            yield Violation(
+                "reserved-name",
+                (*base, "users", index, "name"),
+                "expected a name other than the SSH login user of the request's allocations",
+            )
+
+
+def _user_rules(users: list[dict[str, Any]], base: LinePath) -> Iterator[Violation]:
     """The rules slurm_common applies to its users, from the role itself (one source)."""
     rules = role_filters("slurm_users")
-    base: LinePath = ("instance", "config", "users")
     for problem in rules.user_problems(users, *_role_reserved()):
         yield Violation(
             problem["code"], (*base, problem["index"], problem["field"]), problem["message"]

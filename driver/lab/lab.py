@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from driver.catalog import credentials_root, state_dir
+from driver.catalog import instance_credentials_dir, state_dir
 from driver.lab.engine import log
 from driver.lab.errors import LabError
 from driver.lab.hosts import (
@@ -28,6 +28,7 @@ from driver.lab.hosts import (
 from driver.lab.images import build_image, distro
 from driver.site import site_file
 
+LAB_PROJECT = "lab-project"
 LAB_NAMESPACE = uuid.UUID("8a7d6f3e-52c1-4b8e-9f0a-3d2c1b0a9e8f")
 LAB_USER = {"name": "labuser", "uid": 2000, "gid": 2000}
 LAB_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
@@ -55,8 +56,18 @@ def lab_dir(name: str) -> Path:
 
 
 def key_dir(name: str) -> Path:
-    """The lab's SSH key lives where the platform's would: inside the credentials root."""
-    return credentials_root() / "labs" / name
+    """The lab cluster's credentials folder, where the platform keeps an instance's:
+    <credentials root>/<project>/<instance id>/ (the driver refuses files anywhere else)."""
+    return instance_credentials_dir(LAB_PROJECT, uuid.UUID(_uuid(LabSpec(name=name), "instance")))
+
+
+def portal_instance_id(name: str, host: str) -> str:
+    return _uuid(LabSpec(name=name), f"portal/{host}")
+
+
+def portal_credentials_dir(name: str, host: str) -> Path:
+    """The credentials folder of the lab's portal on `host`: its own, as another instance."""
+    return instance_credentials_dir(LAB_PROJECT, uuid.UUID(portal_instance_id(name, host)))
 
 
 def _uuid(spec: LabSpec, what: str) -> str:
@@ -75,7 +86,7 @@ def host_names(spec: LabSpec) -> list[str]:
 def _allocation(spec: LabSpec, host: LabHost) -> dict[str, Any]:
     return {
         "id": _uuid(spec, f"allocation/{host.name}"),
-        "project_id": "lab-project",
+        "project_id": LAB_PROJECT,
         "hostname": host.name,
         "address": host.address,
         "ssh_user": "root",
@@ -120,7 +131,7 @@ def deploy_request(spec: LabSpec, hosts: list[LabHost], key: Path) -> dict[str, 
         "api_version": "v1",
         "correlation_id": f"lab-{uuid.uuid4()}",
         "org_id": "lab-org",
-        "project_id": "lab-project",
+        "project_id": LAB_PROJECT,
         "instance": {
             "id": _uuid(spec, "instance"),
             "app_slug": "slurm-reference",
@@ -242,7 +253,9 @@ def portal_request(
     """An open-ondemand request attached to the lab's cluster, as the platform would send it:
     the portal on lab host `host` (another host added with add_host: a companion; the
     controller: co-hosted), the cluster in linked_instances with its members as they stand.
-    `config` is the portal's config (its oidc names a secret file in `secrets_dir`)."""
+    `config` is the portal's config (its oidc names a secret file in `secrets_dir`, a folder
+    inside portal_credentials_dir). The lab's SSH key is copied into the portal's own
+    credentials folder, as the platform keeps one per instance."""
     folder = lab_dir(name)
     cluster = _cluster_as_it_stands(name)
     allocations = json.loads((folder / "allocations.json").read_text())
@@ -250,7 +263,11 @@ def portal_request(
     if portal is None:
         hosts = ", ".join(a["hostname"] for a in allocations)
         raise LabError(f"lab {name!r} has no host {host!r} (hosts: {hosts})")
-    placement = _uuid(LabSpec(name=name), f"portal/{host}")
+    placement = portal_instance_id(name, host)
+    key = portal_credentials_dir(name, host) / "id_ed25519"
+    key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    shutil.copyfile(key_dir(name) / "id_ed25519", key)
+    key.chmod(0o600)
     request = {
         "api_version": "v1",
         "correlation_id": f"lab-{uuid.uuid4()}",
@@ -270,6 +287,7 @@ def portal_request(
         "linked_instances": [
             {
                 "id": cluster["instance"]["id"],
+                "project_id": cluster["project_id"],
                 "app_slug": cluster["instance"]["app_slug"],
                 "version": cluster["instance"]["version"],
                 "config": cluster["instance"]["config"],
@@ -286,7 +304,7 @@ def portal_request(
         ],
         "operation": {"id": f"lab-portal-{operation}-{uuid.uuid4()}", "type": operation},
         "allocations": allocations,
-        "credentials": {**cluster["credentials"], "secrets_dir": str(secrets_dir)},
+        "credentials": {"ssh_private_key_file": str(key), "secrets_dir": str(secrets_dir)},
     }
     path = folder / f"portal-{host}-{operation}.json"
     path.write_text(json.dumps(request, indent=2) + "\n")
@@ -368,7 +386,14 @@ def sinfo(name: str) -> str:
 
 def down(name: str) -> int:
     removed = remove_lab(name)
-    for folder in (lab_dir(name), key_dir(name)):
+    allocations = lab_dir(name) / "allocations.json"
+    hosts = (
+        [a["hostname"] for a in json.loads(allocations.read_text())]
+        if allocations.is_file()
+        else []
+    )
+    portals = [portal_credentials_dir(name, host) for host in hosts]
+    for folder in (lab_dir(name), key_dir(name), *portals):
         if folder.exists():
             shutil.rmtree(folder)
     return removed

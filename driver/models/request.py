@@ -61,9 +61,11 @@ class Instance(StrictModel):
 
 
 class LinkedInstance(StrictModel):
-    """An instance this one attaches to (the Slurm cluster an OOD portal serves)."""
+    """An instance this one attaches to (the Slurm cluster an OOD portal serves), checked like
+    the instance itself: its project, its app, its config and its members."""
 
     id: UUID
+    project_id: Identifier
     app_slug: Slug
     version: AppVersion
     config: dict[str, Any] = Field(default_factory=dict)

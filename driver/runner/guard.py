@@ -1,16 +1,19 @@
-"""`python -m driver.runner.guard PROGRAM ARGS...`: runs ansible-playbook so that no part of it
-outlives the driver's run, however the run ends.
+"""`python -m driver.runner.guard TREE_LOCK PROGRAM ARGS...`: runs ansible-playbook so that no
+part of it outlives the driver's run, however the run ends.
 
 ansible-runner starts the playbook in a session of its own, and Ansible's workers each start
 another (setsid), so neither a process-group kill nor the driver's death reaches them: a
 worker would finish its task on the hosts after the driver gave its result and released the
 instance lock. The guard is the playbook's parent; it adopts every orphan of the tree (child
 subreaper), is told by the kernel when the driver dies (parent-death signal), and on SIGTERM
-ends the whole tree before it exits.
+ends the whole tree before it exits. It holds TREE_LOCK (flock) until then: the instance lock
+dies with a SIGKILLed driver at once, so the next run of the instance also waits for this one
+(driver.runner.run.instance_lock) rather than start while the old tree is still ending.
 """
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import signal
 import subprocess
@@ -55,8 +58,12 @@ def main() -> None:
         os._exit(128 + number)
 
     signal.signal(signal.SIGTERM, stop)
-    playbook = subprocess.Popen(sys.argv[1:])
-    sys.exit(playbook.wait())
+    tree_lock, command = sys.argv[1], sys.argv[2:]
+    with open(tree_lock, "a") as held:  # noqa: PTH123 - the descriptor is the lock
+        fcntl.flock(held, fcntl.LOCK_EX)
+        # Children do not inherit the descriptor (close_fds): the lock ends with the guard.
+        playbook = subprocess.Popen(command)
+        sys.exit(playbook.wait())
 
 
 if __name__ == "__main__":

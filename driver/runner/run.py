@@ -36,16 +36,28 @@ from driver.events import (
 from driver.inventory import Inventory, build_inventory, inventory_yaml
 from driver.models.manifest import Version
 from driver.models.request import MemberStatus, OperationRequest
-from driver.runner.guard import end_processes
+from driver.runner.guard import GRACE_S, end_processes
 
 
 class InstanceBusy(Exception):
     """Another operation holds this instance's lock."""
 
 
+def tree_lock(instance_id: str) -> Path:
+    """Held by the guard of the instance's playbook for as long as any of its tree lives."""
+    return state_dir() / "locks" / f"{instance_id}.tree"
+
+
+# How long a new run waits for a killed run's playbook to end: the guard's SIGTERM, its grace
+# time, then SIGKILL and the reaping.
+TREE_WAIT_S = 3 * GRACE_S
+
+
 @contextmanager
 def instance_lock(instance_id: str) -> Iterator[Path]:
-    """A non-blocking per-instance lock: a second concurrent operation fails at once."""
+    """A non-blocking per-instance lock: a second concurrent operation fails at once. A run
+    whose driver was killed releases it at once, while its guard may still be ending the
+    playbook's tree: the next run waits for that tree's lock before it goes on."""
     folder = state_dir() / "locks"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / f"{instance_id}.lock"
@@ -55,9 +67,28 @@ def instance_lock(instance_id: str) -> Iterator[Path]:
         except BlockingIOError:
             raise InstanceBusy(f"instance {instance_id} is busy: {path} is locked") from None
         try:
+            _wait_for_the_last_tree(tree_lock(instance_id))
             yield path
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _wait_for_the_last_tree(path: Path) -> None:
+    deadline = time.monotonic() + TREE_WAIT_S
+    with path.open("a") as tree:
+        while True:
+            try:
+                fcntl.flock(tree, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise InstanceBusy(
+                        f"the playbook of the instance's previous run is still ending ({path} "
+                        "is held)"
+                    ) from None
+                time.sleep(0.1)
+                continue
+            fcntl.flock(tree, fcntl.LOCK_UN)
+            return
 
 
 def count_plays(playbook: Path) -> int:
@@ -375,7 +406,13 @@ def run_playbook(
         )
         # ansible-runner would look ansible-playbook up on PATH: name ours, started through
         # the guard that kills it if the driver dies
-        runner.config.command[:1] = [sys.executable, "-m", "driver.runner.guard", str(binary)]
+        runner.config.command[:1] = [
+            sys.executable,
+            "-m",
+            "driver.runner.guard",
+            str(tree_lock(str(plan.request.instance.id))),
+            str(binary),
+        ]
         runner.config.env = {
             **playbook_environment(root, private_dir, control_dir, binary),
             "AWX_ISOLATED_DATA_DIR": runner.config.artifact_dir,

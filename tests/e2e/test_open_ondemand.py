@@ -7,12 +7,12 @@ Open OnDemand is not installed (the lab's), so Apache with mod_auth_openidc serv
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from conftest import ROOT, console_script
+from conftest import ROOT, VENV, console_script
 from lab_tools import on_host, platform_env, run_request
 
-from driver.catalog import credentials_root
 from driver.lab import lab
 from driver.lab.hosts import network_name
 
@@ -61,12 +61,7 @@ def portal(docker_engine, tmp_path_factory):
         check=True,
         timeout=120,
     )
-    # the platform's secrets folder inside the credentials root, the secret as a bare name
-    secrets = credentials_root() / "labs" / SPEC.name / "secrets"
-    secrets.mkdir(parents=True, exist_ok=True, mode=0o700)
-    secret = secrets / "ood-oidc"
-    secret.write_text((provider / "client_secret").read_text())
-    secret.chmod(0o600)
+    client_secret = (provider / "client_secret").read_text()
     # the customer's trust store knows the provider's CA (a real IdP has a public one)
     ca = (provider / "ca.crt").read_text()
     for host in (PORTAL, CONTROLLER):
@@ -86,8 +81,22 @@ def portal(docker_engine, tmp_path_factory):
         },
     }
 
-    def operation(host: str, kind: str) -> tuple[int, dict, str]:
+    def request(host: str, kind: str, change=None) -> Path:
+        """The portal's request, its secret in the portal instance's own credentials folder
+        (the secret as a bare name); `change` edits it as a hostile platform call would."""
+        secrets = lab.portal_credentials_dir(SPEC.name, host) / "secrets"
+        secrets.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (secrets / "ood-oidc").write_text(client_secret)
+        (secrets / "ood-oidc").chmod(0o600)
         path = lab.portal_request(SPEC.name, host, kind, config, secrets)
+        if change is not None:
+            data = json.loads(path.read_text())
+            change(data)
+            path.write_text(json.dumps(data))
+        return path
+
+    def operation(host: str, kind: str, change=None) -> tuple[int, dict, str]:
+        path = request(host, kind, change)
         ran = console_script("run", str(path), env=env, timeout=1200)
         lines = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
         return ran.returncode, lines[-1]["result"], ran.stdout + ran.stderr
@@ -95,9 +104,11 @@ def portal(docker_engine, tmp_path_factory):
     deployed = operation(PORTAL, "deploy")
     yield {
         "operation": operation,
+        "request": request,
+        "env": env,
         "deployed": deployed,
         "provider": provider,
-        "secret": secret.read_text(),
+        "secret": client_secret,
     }
     subprocess.run([sys.executable, str(PROVIDER), "stop", str(provider)], check=False)
     lab.down(SPEC.name)
@@ -197,6 +208,77 @@ def test_a_cohosted_portal_comes_and_goes_leaving_the_cluster_as_it_was(portal):
     assert _controller(f"id -u {USER}").strip() == str(lab.LAB_USER["uid"])
     assert "dpkg: apache2" not in _controller("dpkg -s apache2 2>&1 || true")
     assert CONTROLLER in lab.test_job(SPEC.name)
+
+
+# What a portal's teardown must never take from a cluster host.
+CLUSTER_STATE = (
+    "sha256sum /etc/slurm/slurm.conf /etc/munge/munge.key; "
+    f"id {USER}; systemctl is-active munge slurmctld slurmd"
+)
+
+
+def test_a_request_that_hides_the_controller_cannot_tear_it_down(portal):
+    """Issue 18 (2): the request moves the cluster's members onto the companion portal's
+    allocation and puts a "companion" portal on the real controller. Validation cannot tell;
+    the role can: slurmctld runs there, so the decommission is refused with nothing removed."""
+    portal_allocation = next(
+        a["id"]
+        for a in json.loads((lab.lab_dir(SPEC.name) / "allocations.json").read_text())
+        if a["hostname"] == PORTAL
+    )
+
+    def hide_the_controller(request):
+        for member in request["linked_instances"][0]["members"]:
+            member["allocation_id"] = portal_allocation
+
+    before = _controller(CLUSTER_STATE)
+    code, result, output = portal["operation"](CONTROLLER, "decommission", hide_the_controller)
+    assert code == 1, output[-4000:]
+    assert result["error"]["code"] == "slurm_host", result["error"]
+    assert "slurmctld.service" in result["error"]["message"]
+    assert result["hosts"][CONTROLLER]["changed"] == 0
+    assert _controller(CLUSTER_STATE) == before
+    assert CONTROLLER in lab.test_job(SPEC.name)
+
+
+def test_the_teardown_checks_the_users_before_it_removes_any(portal, tmp_path):
+    """Issue 18 (3): an operator's inventory (the driver refuses such a request) naming root
+    and www-data as cluster users: the teardown's own check stops it before anything goes."""
+    listed = console_script(
+        "inventory", str(portal["request"](PORTAL, "decommission")), env=portal["env"]
+    )
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(listed.stdout)
+    hostile = {
+        "slurm_common_users": [{"name": "root", "uid": 2001}, {"name": "www-data", "uid": 2002}]
+    }
+    ssh = f"-o UserKnownHostsFile={tmp_path / 'known_hosts'} -o StrictHostKeyChecking=accept-new"
+    ran = subprocess.run(
+        [
+            str(VENV / "bin" / "ansible-playbook"),
+            "-i",
+            str(inventory),
+            "playbooks/ood_decommission.yml",
+            "-e",
+            json.dumps({**hostile, "ansible_ssh_common_args": ssh}),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PATH": f"{VENV / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)},
+        check=False,
+        timeout=300,
+    )
+    assert ran.returncode != 0, ran.stdout[-3000:]
+    assert "users[0].name: expected a name that no system account" in ran.stdout, ran.stdout
+    assert "changed=0" in ran.stdout
+    assert _portal("id -u root; id -u www-data; systemctl is-active apache2 munge").split() == [
+        "0",
+        "33",
+        "active",
+        "active",
+    ]
 
 
 def test_decommission_takes_the_companion_portal_off_and_leaves_the_cluster(portal):

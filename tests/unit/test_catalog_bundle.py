@@ -159,9 +159,15 @@ def test_a_request_without_config_gives_the_roles_their_own_defaults(monkeypatch
             assert value == defaults[name], name
 
 
-def _portal_plan(monkeypatch, tmp_path, operation: str = "deploy", cohosted: bool = False):
+def _portal_plan(
+    monkeypatch, tmp_path, operation: str = "deploy", cohosted: bool = False, upper: bool = False
+):
     monkeypatch.setenv("SLURM_APP_SITE", str(tmp_path / "no-site.yaml"))
     data = json.loads((EXAMPLES / "open-ondemand" / "deploy.json").read_text())
+    if upper:  # another spelling of the same UUIDs
+        placement = data["instance"]["placement_intent"]
+        placement["slurm_instance_id"] = placement["slurm_instance_id"].upper()
+        data["linked_instances"][0]["id"] = data["linked_instances"][0]["id"].upper()
     for name in ("portal_title", "interactive_apps"):
         data["instance"]["config"].pop(name)
     data["operation"]["type"] = operation
@@ -184,7 +190,8 @@ def test_a_portal_request_without_config_gives_the_role_its_own_defaults(monkeyp
         assert oidc[name] == defaults["open_ondemand_oidc"][name], name
     # the secret is a file inside secrets_dir, never a value
     assert oidc["client_secret_src"] == (
-        "/var/lib/gpuaas/credentials/ood-research/secrets/ood-oidc-client-secret"
+        "/var/lib/gpuaas/credentials/proj-7f3a/6c1f9b63-4d2e-4a6f-8b32-8e5d3c2f1b02/secrets/"
+        "ood-oidc-client-secret"
     )
     assert emitted["open_ondemand_source"] == defaults["open_ondemand_source"]
 
@@ -200,10 +207,17 @@ def test_a_companion_portal_reads_the_controller_on_deploy_only(monkeypatch, tmp
         assert _portal_plan(monkeypatch, tmp_path, operation).groups == {"ood": ["ood-01"]}
 
 
-def test_a_cohosted_portal_is_the_controller(monkeypatch, tmp_path):
-    deploy = _portal_plan(monkeypatch, tmp_path, cohosted=True)
+@pytest.mark.parametrize("upper", [False, True], ids=["canonical-ids", "upper-case-ids"])
+def test_a_cohosted_portal_is_the_controller(monkeypatch, tmp_path, upper):
+    """However the ids are spelled, a portal on the controller's allocation is co-hosted: its
+    decommission never runs the companion's teardown there."""
+    deploy = _portal_plan(monkeypatch, tmp_path, cohosted=True, upper=upper)
     assert deploy.groups == {"ood": ["slurm-ctl"], "slurm_controller": ["slurm-ctl"]}
     assert deploy.group_vars["open_ondemand_cohosted"] is True
+    assert deploy.group_vars["open_ondemand_cluster_name"] == "research"
+    for operation in ("decommission", "restart"):
+        plan = _portal_plan(monkeypatch, tmp_path, operation, cohosted=True, upper=upper)
+        assert plan.group_vars["open_ondemand_cohosted"] is True, operation
 
 
 READ_ONLY_ACTIONS = {

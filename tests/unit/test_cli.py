@@ -170,14 +170,16 @@ def test_rejected_values_are_not_quoted(tmp_path, field):
 
 
 def _secret_files(tmp_path: Path, mode: int) -> dict:
-    key = tmp_path / "id_ed25519"
+    request = example("slurm-reference/deploy")
+    folder = tmp_path / request["project_id"] / request["instance"]["id"]
+    folder.mkdir(parents=True)
+    key = folder / "id_ed25519"
     key.write_text("not a real key")
-    secrets = tmp_path / "secrets"
+    secrets = folder / "secrets"
     secrets.mkdir()
     (secrets / "grafana-oidc-client-secret").write_text("x")
     for file in (key, secrets / "grafana-oidc-client-secret"):
         file.chmod(mode)
-    request = example("slurm-reference/deploy")
     request["credentials"] = {"ssh_private_key_file": str(key), "secrets_dir": str(secrets)}
     return request
 

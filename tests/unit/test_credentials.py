@@ -1,10 +1,13 @@
-"""Credential files are confined to the driver's credentials root (issue: trust boundary).
+"""Credential files are confined to the request's own folder under the driver's credentials
+root, `<root>/<project_id>/<instance_id>/` (issues: trust boundary, tenant boundary 2nd pass).
 
 Each case builds real files, links and modes under a temporary root and asserts the exact
 (code, JSON path) findings of `validate-request --check-files`."""
 
+import ipaddress
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -24,15 +27,29 @@ def _private(path: Path, text: str = "material\n", mode: int = 0o600) -> Path:
     return path
 
 
+DEPLOY = example("slurm-reference/deploy")
+PROJECT, INSTANCE = DEPLOY["project_id"], DEPLOY["instance"]["id"]
+OWN = f"{PROJECT}/{INSTANCE}"
+# Another instance of the same project, and another project's instance with the same id.
+SIBLING = f"{PROJECT}/7e2d1c0b-9a8f-4e6d-b5c4-a3b2c1d0e9f8"
+OTHER_TENANT = f"proj-other/{INSTANCE}"
+
+
 @pytest.fixture
 def layout(tmp_path, monkeypatch):
-    """root/ (the credentials root) with a key, a munge key and secrets/; outside/ beside it."""
+    """root/ (the credentials root) with the instance's key, munge key and secrets/ in
+    root/<project>/<instance>/, other tenants' keys beside it; outside/ beside the root."""
     root = tmp_path / "root"
     outside = _private(tmp_path / "outside" / "platform-token")
-    key = _private(root / "proj" / "id_ed25519")
-    munge = _private(root / "proj" / "munge.key")
-    secrets = root / "proj" / "secrets"
+    key = _private(root / OWN / "id_ed25519")
+    munge = _private(root / OWN / "munge.key")
+    secrets = root / OWN / "secrets"
     _private(secrets / "grafana-oidc-client-secret")
+    for other in (SIBLING, OTHER_TENANT):
+        _private(root / other / "munge.key")
+        _private(root / other / "id_ed25519")
+        _private(root / other / "secrets" / "grafana-oidc-client-secret")
+    _private(root / PROJECT / "munge.key")
     monkeypatch.setenv("SLURM_APP_CREDENTIALS_ROOT", str(root))
     return {"root": root, "outside": outside, "key": key, "munge": munge, "secrets": secrets}
 
@@ -86,10 +103,30 @@ def _chmod(mode: int):
 MUNGE = ("secret-file", "$.credentials.munge_key_file")
 CASES = {
     "outside-the-root": (_set_munge(lambda lay: lay["outside"]), {MUNGE}),
-    "symlink-escaping-the-root": (_set_munge(_link("proj/innocent.key", "outside")), {MUNGE}),
-    "symlink-to-the-ssh-key-inside-the-root": (
-        _set_munge(_link("proj/alias.key", "key")),
+    "symlink-escaping-the-root": (_set_munge(_link(f"{OWN}/innocent.key", "outside")), {MUNGE}),
+    "symlink-to-the-ssh-key-inside-the-folder": (
+        _set_munge(_link(f"{OWN}/alias.key", "key")),
         set(),
+    ),
+    "another-instance-of-the-project": (
+        _set_munge(lambda lay: lay["root"] / SIBLING / "munge.key"),
+        {MUNGE},
+    ),
+    "another-tenant-same-instance-id": (
+        _set_munge(lambda lay: lay["root"] / OTHER_TENANT / "munge.key"),
+        {MUNGE},
+    ),
+    "the-project-folder-above-the-instance": (
+        _set_munge(lambda lay: lay["root"] / PROJECT / "munge.key"),
+        {MUNGE},
+    ),
+    "another-tenants-ssh-key": (
+        _set_munge(lambda lay: lay["root"] / OTHER_TENANT / "id_ed25519"),
+        {MUNGE},
+    ),
+    "symlink-in-the-folder-to-a-sibling": (
+        _set_munge(_link(f"{OWN}/borrowed.key", f"{SIBLING}/munge.key")),
+        {MUNGE},
     ),
     "another-owner": (_set_munge(_chown_to_nobody), {MUNGE}),
     "group-readable": (_set_munge(_chmod(0o640)), {MUNGE}),
@@ -119,11 +156,30 @@ def test_a_secret_link_leaving_secrets_dir_is_refused(layout):
     assert _findings(layout, change) == {("secret-file", "$." + ".".join(OIDC_REF))}
 
 
-def test_secrets_dir_outside_the_root_is_refused(layout):
+@pytest.mark.parametrize(
+    "where", ["outside", SIBLING + "/secrets", OTHER_TENANT + "/secrets", PROJECT, "."]
+)
+def test_secrets_dir_outside_the_instance_folder_is_refused(layout, where):
     def change(request, layout):
-        request["credentials"]["secrets_dir"] = str(layout["outside"].parent)
+        folder = layout["outside"].parent if where == "outside" else layout["root"] / where
+        request["credentials"]["secrets_dir"] = str(folder.resolve())
 
     assert _findings(layout, change) == {("secret-file", "$.credentials.secrets_dir")}
+
+
+def test_another_tenants_ssh_key_is_refused(layout):
+    def change(request, layout):
+        key = layout["root"] / OTHER_TENANT / "id_ed25519"
+        request["credentials"]["ssh_private_key_file"] = str(key)
+
+    assert _findings(layout, change) == {("secret-file", "$.credentials.ssh_private_key_file")}
+
+
+def test_an_upper_case_instance_id_names_the_same_folder(layout):
+    def change(request, layout):
+        request["instance"]["id"] = INSTANCE.upper()
+
+    assert _findings(layout, change) == set()
 
 
 def test_a_secret_pasted_into_a_ref_is_never_echoed(layout, capsys):
@@ -150,3 +206,21 @@ def test_dot_segments_are_refused_by_the_contract(path):
     assert {(f.code, f.path) for f in result.findings} == {
         ("schema.pattern", "$.credentials.munge_key_file")
     }
+
+
+def test_a_name_resolving_to_loopback_is_refused_before_a_run(layout):
+    """This machine's own name resolves to loopback (Debian's 127.0.1.1 line, or the
+    sandbox's 127.0.0.1): a request naming it as an allocation's address is refused."""
+    name = socket.gethostname()
+    resolved = {info[4][0] for info in socket.getaddrinfo(name, None)}
+    if not any(ipaddress.ip_address(ip).is_loopback for ip in resolved):
+        pytest.skip(f"{name} resolves to {sorted(resolved)} here, none loopback")
+
+    def change(request, layout):
+        request["allocations"][1]["address"] = name
+
+    assert _findings(layout, change) == {("reserved-address", "$.allocations[1].address")}
+    # the same request passes the checks that do not resolve names
+    request = example("slurm-reference/deploy")
+    request["allocations"][1]["address"] = name
+    assert check_request(load_json(json.dumps(request))).valid

@@ -85,6 +85,22 @@ def test_without_nvidia_smi_or_with_mixed_models_the_count_is_untyped():
     assert _render("gres.conf.j2", _node(mixed)).startswith("NodeName=gpu-01 Name=gpu File=")
 
 
+def test_only_whole_device_file_names_reach_gres_conf():
+    """The worker's root names the files: a trailing newline or anything after the number
+    would put a line of their choosing into the controller's gres.conf."""
+    hostile = [
+        "/dev/nvidia0\n",
+        "/dev/nvidia1\nNodeName=ctl Name=gpu File=/etc/shadow",
+        "/dev/nvidia2",
+        "/dev/nvidiactl",
+        "/dev/nvidia-uvm",
+        "/dev/nvidia3 ",
+    ]
+    gpus = slurm_output.slurm_gpus("", hostile)
+    assert gpus["files"] == ["/dev/nvidia2"] and gpus["count"] == 1
+    assert "/etc/shadow" not in _render("gres.conf.j2", _node(gpus))
+
+
 @pytest.mark.parametrize(
     ("model", "gres_type"),
     [

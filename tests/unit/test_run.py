@@ -16,10 +16,12 @@ from driver.runner.run import instance_lock
 
 
 def _request(tmp_path: Path) -> Path:
-    key = tmp_path / "id_ed25519"
+    """A deploy whose key lies in its instance's folder under the credentials root tmp_path."""
+    request = example("slurm-reference/deploy")
+    key = tmp_path / request["project_id"] / request["instance"]["id"] / "id_ed25519"
+    key.parent.mkdir(parents=True, exist_ok=True)
     key.write_text("placeholder, never used to connect\n")
     key.chmod(0o600)
-    request = example("slurm-reference/deploy")
     request["credentials"] = {"ssh_private_key_file": str(key)}
     request["instance"]["config"] = {"cluster_name": "research"}
     for allocation in request["allocations"]:
@@ -171,7 +173,9 @@ def short_state():
     shutil.rmtree(state, ignore_errors=True)
 
 
-def _start_local_run(tmp_path: Path, marker: Path, state: Path) -> tuple[subprocess.Popen, dict]:
+def _start_local_run(
+    tmp_path: Path, marker: Path, state: Path, bundle: Path | None = None
+) -> tuple[subprocess.Popen, dict]:
     path = _request(tmp_path)
     process = subprocess.Popen(
         [str(Path(sys.executable).parent / "slurm-app-driver"), "run", str(path)],
@@ -179,7 +183,7 @@ def _start_local_run(tmp_path: Path, marker: Path, state: Path) -> tuple[subproc
         text=True,
         env={
             "SLURM_APP_STATE_DIR": str(state),
-            "SLURM_APP_BUNDLE": str(_local_bundle(tmp_path, marker)),
+            "SLURM_APP_BUNDLE": str(bundle or _local_bundle(tmp_path, marker)),
             "SLURM_APP_CREDENTIALS_ROOT": str(tmp_path),
             "PATH": "/usr/bin:/bin",
         },
@@ -238,6 +242,36 @@ def test_a_killed_driver_takes_its_playbook_along_and_the_next_run_cleans_up(tmp
     assert not list((state / "runs").iterdir())
 
 
+STUBBORN = "sleep 42"  # a process of the killed run's playbook that only SIGKILL ends
+
+
+def test_the_next_run_waits_until_a_killed_runs_playbook_is_gone(
+    tmp_path, short_state, monkeypatch
+):
+    """The instance lock dies with a SIGKILLed driver at once; its guard then needs its grace
+    time to end a tree that ignores SIGTERM. The next run's lock is granted only once nothing
+    of that tree runs any more."""
+    stubborn = _bundle(
+        tmp_path / "stubborn",
+        {
+            "deploy.yml": "- hosts: localhost\n"
+            "  gather_facts: false\n"
+            "  tasks:\n"
+            "    - name: Long task\n"
+            f"      ansible.builtin.shell: \"trap '' TERM; {STUBBORN}\"\n"
+            "      changed_when: false\n"
+        },
+    )
+    process, request = _start_local_run(tmp_path, tmp_path / "unused", short_state, stubborn)
+    assert subprocess.run(["pgrep", "-f", STUBBORN], check=False).returncode == 0
+    process.kill()
+    process.wait(timeout=30)
+    monkeypatch.setenv("SLURM_APP_STATE_DIR", str(short_state))
+    with instance_lock(request["instance"]["id"]):
+        left = subprocess.run(["pgrep", "-af", STUBBORN], capture_output=True, text=True)
+    assert left.returncode != 0, f"the killed run's playbook still runs: {left.stdout}"
+
+
 def test_an_exception_inside_run_still_ends_with_a_result(tmp_path):
     state = tmp_path / "state"
     state.write_text("a file where the state folder should be")  # the lock cannot be made
@@ -249,3 +283,6 @@ def test_an_exception_inside_run_still_ends_with_a_result(tmp_path):
     assert final["result"]["status"] == "failed"
     assert final["result"]["error"]["code"] == "internal_error"
     assert final["result"]["error"]["message"].startswith(("FileExistsError", "NotADirectoryError"))
+    # the lock could not be made: no playbook started, no host was touched
+    assert final["result"]["touched_hosts"] is False
+    assert [m["status"] for m in final["result"]["members"]] == ["pending"] * 3

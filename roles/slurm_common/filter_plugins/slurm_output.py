@@ -297,11 +297,20 @@ def slurm_gpu_query(nvidia_smi: str) -> list[str]:
     return [nvidia_smi, *NVIDIA_SMI_QUERY]
 
 
+# A GPU's device file, matched whole: the names come from a host whose root is the customer,
+# and end up in the controller's gres.conf (`$` would let "/dev/nvidia0\n..." through).
+GPU_DEVICE_FILE = re.compile(r"/dev/nvidia[0-9]{1,4}")
+
+
 def slurm_gpus(query_csv: str, device_files: list[str]) -> dict[str, Any]:
     """The node's GPUs for gres, from `nvidia-smi NVIDIA_SMI_QUERY` (empty when nvidia-smi is
-    missing) and the /dev/nvidiaN files found. The type is given only when nvidia-smi named
-    every GPU and all are the same model; otherwise the count is untyped."""
-    files = sorted(device_files, key=lambda f: int(re.sub(r"\D", "", f) or 0))
+    missing) and the /dev/nvidiaN files found (any other name is ignored). The type is given
+    only when nvidia-smi named every GPU and all are the same model; otherwise the count is
+    untyped."""
+    files = sorted(
+        (f for f in device_files if GPU_DEVICE_FILE.fullmatch(f)),
+        key=lambda f: int(f.removeprefix("/dev/nvidia")),
+    )
     models = []
     for line in query_csv.splitlines():
         fields = [field.strip() for field in line.split(",", 1)]
