@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 from driver.apps.base import AppAdapter, OperationError, Violation, observed
-from driver.apps.slurm_reference import destroyed_data, login_user_rules
+from driver.apps.slurm_reference import ACCOUNT_EXISTS, destroyed_data, login_user_rules
 from driver.catalog import load_entry
 from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory, apply_defaults
@@ -25,6 +25,7 @@ class OpenOnDemand(AppAdapter):
     slug = "open-ondemand"
     config_fields = frozenset({"portal_title", "interactive_apps", "server_name", "oidc"})
     operation_errors: ClassVar[dict[str, OperationError]] = {
+        "account_exists": ACCOUNT_EXISTS,
         "slurm_host": OperationError(
             "the request places a companion portal on a host that runs a Slurm daemon (the "
             "role checks the host itself); nothing was changed",
@@ -86,6 +87,8 @@ class OpenOnDemand(AppAdapter):
                     "client_secret_src": str(Path(secrets_dir) / oidc["client_secret_ref"]),
                     "remote_user_claim": oidc["remote_user_claim"],
                     "scopes": oidc["scopes"],
+                    "allowed_groups": oidc["allowed_groups"],
+                    "groups_claim": oidc["groups_claim"],
                 },
                 "slurm_common_users": cluster_config.get("users", []),
                 **site_role_vars(load_site(), ("open_ondemand",)),

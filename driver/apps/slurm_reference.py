@@ -51,6 +51,16 @@ UNHEALTHY_NODE_STATES = {"down", "fail", "failing", "unknown", "future"}
 UNHEALTHY_NODE_FLAGS = {"not_responding", "fail", "invalid_reg"}
 
 
+# slurm_common refuses a cluster user whose name a host already has (the image's login user, a
+# service account) as a user or group it did not create: the portal's companion host too.
+ACCOUNT_EXISTS = OperationError(
+    "a cluster user's name is an account the host already had (not created by this bundle); "
+    "nothing was changed on that host",
+    None,
+    (InstanceStatus.FAILED, Health.UNKNOWN),
+)
+
+
 class SlurmReference(AppAdapter):
     slug = "slurm-reference"
     operation_errors: ClassVar[dict[str, OperationError]] = {
@@ -65,6 +75,7 @@ class SlurmReference(AppAdapter):
             None,
             (InstanceStatus.RUNNING, Health.UNKNOWN),
         ),
+        "account_exists": ACCOUNT_EXISTS,
         "config_refused": OperationError(
             "the new config cannot be applied to the running cluster; nothing was changed",
             None,
@@ -280,6 +291,8 @@ def monitoring_vars(request: OperationRequest, monitoring: dict[str, Any]) -> di
             ),
             "scopes": oidc.get("scopes", ["openid", "profile", "email"]),
             "admin_role": oidc.get("admin_role", "slurm-admin"),
+            "allowed_groups": oidc["allowed_groups"],
+            "groups_claim": oidc.get("groups_claim", "groups"),
         }
     return role_vars
 

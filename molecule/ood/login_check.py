@@ -3,7 +3,8 @@ scenario's provider, with requests, and assert each step. Prints what it saw as 
 
 usage: login_check.py PORTAL_ADDRESS TEST_DIR (good|wrong-secret) [ACCOUNT]
 
-ACCOUNT (default alice) is a cluster user the provider knows as subject sub-ACCOUNT.
+ACCOUNT (default alice) is a cluster user the provider knows as subject sub-ACCOUNT, in the
+portal's allowed group; sub-outsider-ACCOUNT has the same name in another project's group.
 """
 
 import json
@@ -100,6 +101,16 @@ def main() -> None:
         urljoin(f"https://{portal}/", refused.headers["Location"]), verify=PORTAL_TLS, timeout=20
     )
     assert explained.status_code == 200 and "No account on the" in explained.text
+
+    # a user of another project with the account's very name: the group check refuses them
+    outsider, back = login(portal, ca, f"sub-outsider-{account}")
+    assert back.status_code == 302, back.status_code
+    kept_out = outsider.get(
+        f"https://{portal}/portal/", verify=PORTAL_TLS, allow_redirects=False, timeout=20
+    )
+    seen["outsider"] = {"status": kept_out.status_code}
+    assert kept_out.status_code == 401, (kept_out.status_code, kept_out.text[:500])
+    assert "remote-user" not in kept_out.text
 
     # logout ends the session: the next request goes to the provider again
     out = browser.get(

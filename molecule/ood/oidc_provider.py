@@ -21,12 +21,27 @@ import time
 import urllib.request
 from pathlib import Path
 
-# Cluster accounts (alice in Molecule, labuser in the lab), and a login that is none (mallory:
-# the user-map failure page). Each logs in as subject sub-<name>.
+# Cluster accounts (alice in Molecule's project, labuser in the lab's), a login of both projects
+# that is no cluster account (mallory: the user-map failure page), and, for each account, a user
+# of another project with the same name (outsider-<name>: refused by the group check). Each logs
+# in as subject sub-<name>.
+PROJECTS = {"alice": "molecule-project", "labuser": "lab-project"}
 USERS = (
-    ("sub-alice", {"preferred_username": "alice", "email": "alice@example.org"}),
-    ("sub-labuser", {"preferred_username": "labuser", "email": "labuser@example.org"}),
-    ("sub-mallory", {"preferred_username": "mallory", "email": "mallory@example.org"}),
+    *(
+        (f"sub-{name}", {"preferred_username": name, "email": f"{name}@example.org", "groups": [p]})
+        for name, p in PROJECTS.items()
+    ),
+    (
+        "sub-mallory",
+        {"preferred_username": "mallory", "email": "m@example.org", "groups": [*PROJECTS.values()]},
+    ),
+    *(
+        (
+            f"sub-outsider-{name}",
+            {"preferred_username": name, "email": f"{name}@other.example", "groups": ["other"]},
+        )
+        for name in PROJECTS
+    ),
 )
 
 

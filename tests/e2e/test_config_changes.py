@@ -128,3 +128,27 @@ def test_a_new_cluster_name_is_refused_before_anything_changes(cluster):
     assert result["changed"] == 0
     assert result["instance"]["status"] == "running"
     assert _on_controller("sha256sum /etc/slurm/slurm.conf") == before
+
+
+def test_a_user_named_like_an_account_the_host_had_is_refused(cluster):
+    """Issue 18 (4): the host's own account (a service account made by hand here, like a cloud
+    image's login user) is never taken over: no new uid, no new group, nothing changed."""
+    path, env = cluster
+    _on_controller("id opsuser >/dev/null 2>&1 || useradd -u 3100 -U -m opsuser")
+    before = _on_controller("getent passwd opsuser; getent group opsuser; sha256sum /etc/slurm/*")
+    request = json.loads(path.read_text())
+    request["instance"]["config"]["cluster_name"] = "cfg"
+    request["instance"]["config"]["users"].append({"name": "opsuser", "uid": 2100})
+    hostile = path.with_name("deploy-opsuser.json")
+    hostile.write_text(json.dumps(request))
+    code, result = run_request(hostile, env)
+    assert code == 1, result
+    assert result["error"]["code"] == "account_exists", result["error"]
+    assert "opsuser" in result["error"]["message"]
+    assert result["changed"] == 0
+    assert (
+        _on_controller("getent passwd opsuser; getent group opsuser; sha256sum /etc/slurm/*")
+        == before
+    )
+    recorded = _on_controller("cat /var/lib/slurm-app/accounts").split()
+    assert "opsuser" not in recorded and "labuser" in recorded

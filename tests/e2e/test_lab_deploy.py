@@ -151,6 +151,23 @@ def test_deploy_succeeds_with_a_complete_result(deployed):
     assert bundle["monitoring"]["grafana"] is None  # the lab's site settings: no Grafana source
 
 
+def test_exporters_listen_only_on_the_address_prometheus_scrapes(deployed):
+    """Issue 18 (9): node_exporter on every member and the Slurm exporter on the controller
+    listen on the member's allocation address, not on every interface (nor loopback)."""
+    request = json.loads(deployed["request"].read_text())
+    for allocation in request["allocations"]:
+        host, address = allocation["hostname"], allocation["address"]
+        listening = on(host, "ss -ltnH").split("\n")
+        ports = {"9100"} | ({"9341"} if host == "e2e-ctl" else set())
+        for port in ports:
+            local = sorted(
+                line.split()[3]
+                for line in listening
+                if line.split()[3:4] and line.split()[3].endswith(f":{port}")
+            )
+            assert local == [f"{address}:{port}"], (host, port, local)
+
+
 def test_second_identical_run_changes_nothing(deployed):
     second = deployed["second"]
     assert second.returncode == 0, second.stdout[-3000:]

@@ -78,6 +78,7 @@ def portal(docker_engine, tmp_path_factory):
             "issuer_url": (provider / "issuer").read_text(),
             "client_id": (provider / "client_id").read_text(),
             "client_secret_ref": "ood-oidc",
+            "allowed_groups": ["lab-project"],
         },
     }
 
@@ -173,7 +174,10 @@ def test_a_login_through_the_portal_sees_the_cluster_account(portal):
         timeout=120,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert json.loads(checked.stdout)[USER]["status"] == 200
+    seen = json.loads(checked.stdout)
+    assert seen[USER]["status"] == 200
+    # issue 18 (6): the same name from another project's group is refused
+    assert seen["outsider"]["status"] == 401
 
 
 def test_status_names_a_stopped_sackd_and_restart_brings_it_back(portal):

@@ -34,6 +34,7 @@ def rendered(tmp_path_factory) -> dict:
             "client_id": "grafana-slurm",
             "client_secret_src": str(secret),
             "admin_role": "slurm-admin",
+            "allowed_groups": ["proj-7f3a"],
         },
     }
     runs = run_role_tasks(work, "monitoring", "grafana_config", extra, "10.0.0.5")

@@ -2,6 +2,7 @@
 run here: its unit and its scrape target are rendered and checked)."""
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -107,7 +108,11 @@ def test_the_dcgm_exporter_unit_renders_with_the_port_and_counters(tmp_path):
         {
             "hosts": "localhost",
             "gather_facts": False,
-            "vars_files": [str(ROLE / "vars" / "Debian.yml"), str(ROLE / "defaults" / "main.yml")],
+            "vars_files": [
+                str(ROLE / "vars" / "Debian.yml"),
+                str(ROLE / "vars" / "main.yml"),
+                str(ROLE / "defaults" / "main.yml"),
+            ],
             "tasks": [
                 {
                     "ansible.builtin.template": {
@@ -129,9 +134,12 @@ def test_the_dcgm_exporter_unit_renders_with_the_port_and_counters(tmp_path):
             "local",
             "-e",
             f"ansible_python_interpreter={sys.executable}",
+            "-e",
+            "ansible_host=10.40.0.11",
             "play.yml",
         ],
         cwd=tmp_path,
+        env={**os.environ, "ANSIBLE_FILTER_PLUGINS": str(ROLE / "filter_plugins")},
         capture_output=True,
         text=True,
         check=False,
@@ -140,7 +148,8 @@ def test_the_dcgm_exporter_unit_renders_with_the_port_and_counters(tmp_path):
     assert ran.returncode == 0, ran.stdout[-3000:]
     unit = (tmp_path / "dcgm-exporter.service").read_text()
     assert (
-        "ExecStart=/usr/bin/dcgm-exporter --address :9400 "
+        # only on the address Prometheus scrapes it at, not on every interface
+        "ExecStart=/usr/bin/dcgm-exporter --address 10.40.0.11:9400 "
         "--collectors /etc/dcgm-exporter/default-counters.csv\n"
     ) in unit
     assert "NoNewPrivileges=yes" in unit and "ProtectSystem=strict" in unit

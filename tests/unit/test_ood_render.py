@@ -60,6 +60,8 @@ def rendered(tmp_path_factory) -> dict:
             "client_secret_src": str(secret),
             "remote_user_claim": "preferred_username",
             "scopes": ["openid", "profile", "email"],
+            "allowed_groups": ["proj-7f3a", "proj-7f3a-admins"],
+            "groups_claim": "groups",
         },
         "slurm_common_users": [{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2002}],
     }
@@ -97,7 +99,12 @@ def test_ood_portal_carries_the_oidc_settings(rendered):
     assert portal["oidc_uri"] == "/oidc"
     assert portal["oidc_client_secret"] == CLIENT_SECRET
     assert portal["oidc_crypto_passphrase"] == PASSPHRASE
-    assert portal["auth"] == ["AuthType openid-connect", "Require valid-user"]
+    # the instance's project only: any member of an allowed group, nobody else of the realm
+    assert portal["auth"] == [
+        "AuthType openid-connect",
+        "Require claim groups:proj-7f3a",
+        "Require claim groups:proj-7f3a-admins",
+    ]
 
 
 def test_clusters_d_describes_the_slurm_cluster(rendered):

@@ -77,4 +77,5 @@ class FilterModule:
             "prometheus_bytes": prometheus_bytes,
             "prometheus_targets": prometheus_targets,
             "scrape_targets": scrape_targets,
+            "host_port": host_port,
         }
