@@ -23,6 +23,10 @@ class PackageSource(StrictModel):
     source: Literal["repository", "artifact", "none"] = "repository"
     artifact: AbsolutePath | None = None
     sha256: Sha256 | None = None
+    # repository: the sha256 of the file the vendor's repository is trusted through (Grafana's
+    # signing key, NVIDIA's cuda-keyring .deb, OSC's release .deb). The roles refuse to
+    # install from the repository without it, and the hosts refuse a download that differs.
+    bootstrap_sha256: Sha256 | None = None
 
     @model_validator(mode="after")
     def _artifact_complete(self) -> "PackageSource":
@@ -54,11 +58,16 @@ def load_site() -> Site:
         raise CatalogError(f"{path}: invalid site settings: {exc}") from exc
 
 
-# Each site component: the role variables' prefix and the role's word for the vendor repository.
+# Each site component: the role variables' prefix, the role's word for the vendor repository,
+# and the role variable that pins the repository's bootstrap file.
 COMPONENTS = {
-    "grafana": ("monitoring_grafana", "apt"),
-    "dcgm_exporter": ("monitoring_dcgm_exporter", "nvidia_repo"),
-    "open_ondemand": ("open_ondemand", "repository"),
+    "grafana": ("monitoring_grafana", "apt", "monitoring_grafana_apt_key_sha256"),
+    "dcgm_exporter": (
+        "monitoring_dcgm_exporter",
+        "nvidia_repo",
+        "monitoring_dcgm_exporter_keyring_sha256",
+    ),
+    "open_ondemand": ("open_ondemand", "repository", "open_ondemand_release_package_sha256"),
 }
 
 
@@ -66,9 +75,11 @@ def role_vars(site: Site, components: tuple[str, ...]) -> dict[str, str]:
     """The source variables of the given components' roles."""
     result: dict[str, str] = {}
     for component in components:
-        prefix, repository = COMPONENTS[component]
+        prefix, repository, pin = COMPONENTS[component]
         choice: PackageSource = getattr(site, component)
         result[f"{prefix}_source"] = repository if choice.source == "repository" else choice.source
+        if choice.source == "repository" and choice.bootstrap_sha256:
+            result[pin] = choice.bootstrap_sha256
         if choice.source == "artifact":
             result[f"{prefix}_artifact"] = str(choice.artifact)
             result[f"{prefix}_artifact_sha256"] = str(choice.sha256)

@@ -1,0 +1,87 @@
+"""Site settings: where Grafana, dcgm-exporter and Open OnDemand come from, and the pins that
+make a vendor repository or a package file trusted (issue 18, point 11)."""
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+from role_render import run_role_tasks
+
+from driver.catalog import CatalogError
+from driver.site import load_site, role_vars
+
+PIN = "ab" * 32
+
+
+def _site(tmp_path: Path, monkeypatch, settings: dict):
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    monkeypatch.setenv("SLURM_APP_SITE", str(path))
+    return load_site()
+
+
+def test_repository_pins_reach_the_roles(tmp_path, monkeypatch):
+    site = _site(
+        tmp_path,
+        monkeypatch,
+        {
+            "grafana": {"source": "repository", "bootstrap_sha256": PIN},
+            "dcgm_exporter": {"source": "repository", "bootstrap_sha256": "cd" * 32},
+            "open_ondemand": {"source": "repository", "bootstrap_sha256": "ef" * 32},
+        },
+    )
+    assert role_vars(site, ("grafana", "dcgm_exporter", "open_ondemand")) == {
+        "monitoring_grafana_source": "apt",
+        "monitoring_grafana_apt_key_sha256": PIN,
+        "monitoring_dcgm_exporter_source": "nvidia_repo",
+        "monitoring_dcgm_exporter_keyring_sha256": "cd" * 32,
+        "open_ondemand_source": "repository",
+        "open_ondemand_release_package_sha256": "ef" * 32,
+    }
+
+
+def test_without_a_pin_the_role_gets_none_and_refuses_on_its_own(tmp_path, monkeypatch):
+    site = _site(tmp_path, monkeypatch, {"grafana": {"source": "repository"}})
+    assert role_vars(site, ("grafana",)) == {"monitoring_grafana_source": "apt"}
+
+
+@pytest.mark.parametrize("pin", ["AB" * 32, "ab" * 31, "not-a-checksum"])
+def test_a_malformed_pin_is_refused(tmp_path, monkeypatch, pin):
+    with pytest.raises(CatalogError, match="bootstrap_sha256"):
+        _site(tmp_path, monkeypatch, {"grafana": {"bootstrap_sha256": pin}})
+
+
+def _artifact_run(tmp_path: Path, sha256: str) -> tuple[int, str, Path]:
+    """slurm_common's artifact entry with a package file on the control node, run against the
+    control node itself; returns (rc, output, where the file would land on the host)."""
+    package = tmp_path / "vendor.tar.gz"
+    package.write_bytes(b"an archive of an APT repository")
+    landing = tmp_path / "host-cache"
+    work = tmp_path / "work"
+    work.mkdir()
+    extra = {
+        "slurm_common_artifact": str(package),
+        "slurm_common_artifact_sha256": sha256,
+        "__slurm_common_artifact_dir": str(landing),
+    }
+    try:
+        runs = run_role_tasks(work, "slurm_common", "artifact", extra, "10.40.0.20")
+    except AssertionError as failed:
+        return 1, str(failed), landing
+    return 0, runs[0].stdout, landing
+
+
+def test_an_artifact_with_the_pinned_checksum_lands_on_the_host(tmp_path):
+    digest = hashlib.sha256(b"an archive of an APT repository").hexdigest()
+    code, output, landing = _artifact_run(tmp_path, digest)
+    assert code == 0, output
+    assert (landing / "vendor.tar.gz").read_bytes() == b"an archive of an APT repository"
+
+
+def test_an_artifact_with_another_checksum_is_refused_before_it_is_copied(tmp_path):
+    code, output, landing = _artifact_run(tmp_path, "0" * 64)
+    assert code == 1
+    assert "on the control node, expected " + "0" * 64 in output
+    assert "nothing was copied or installed" in output
+    assert not landing.exists(), "the package reached the host"
