@@ -390,7 +390,8 @@ def login_user_rules(
 ) -> Iterator[Violation]:
     """No cluster user is the account the driver logs in with on any of the request's hosts:
     the role would renumber it, and a decommission would delete it with its home."""
-    logins = {allocation.ssh_user for allocation in request.allocations}
+    # root and the like are refused already as reserved names: one finding per name
+    logins = {allocation.ssh_user for allocation in request.allocations} - set(_role_reserved()[0])
     users = config.get("users")
     for index, user in enumerate(users if isinstance(users, list) else []):
         if isinstance(user, dict) and user.get("name") in logins:

@@ -263,18 +263,18 @@ def portal_request(
     if portal is None:
         hosts = ", ".join(a["hostname"] for a in allocations)
         raise LabError(f"lab {name!r} has no host {host!r} (hosts: {hosts})")
-    placement = portal_instance_id(name, host)
+    instance_id = portal_instance_id(name, host)
     key = portal_credentials_dir(name, host) / "id_ed25519"
     key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key.touch(mode=0o600)  # private before the key's bytes are in it
     shutil.copyfile(key_dir(name) / "id_ed25519", key)
-    key.chmod(0o600)
     request = {
         "api_version": "v1",
         "correlation_id": f"lab-{uuid.uuid4()}",
         "org_id": cluster["org_id"],
         "project_id": cluster["project_id"],
         "instance": {
-            "id": placement,
+            "id": instance_id,
             "app_slug": "open-ondemand",
             "version": "3.1",
             "name": f"{name}-portal",

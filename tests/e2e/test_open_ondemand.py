@@ -87,8 +87,8 @@ def portal(docker_engine, tmp_path_factory):
         (the secret as a bare name); `change` edits it as a hostile platform call would."""
         secrets = lab.portal_credentials_dir(SPEC.name, host) / "secrets"
         secrets.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (secrets / "ood-oidc").touch(mode=0o600)
         (secrets / "ood-oidc").write_text(client_secret)
-        (secrets / "ood-oidc").chmod(0o600)
         path = lab.portal_request(SPEC.name, host, kind, config, secrets)
         if change is not None:
             data = json.loads(path.read_text())
