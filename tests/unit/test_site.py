@@ -85,3 +85,32 @@ def test_an_artifact_with_another_checksum_is_refused_before_it_is_copied(tmp_pa
     assert "on the control node, expected " + "0" * 64 in output
     assert "nothing was copied or installed" in output
     assert not landing.exists(), "the package reached the host"
+
+
+@pytest.mark.parametrize(
+    ("tasks_from", "extra", "pin"),
+    [
+        ("grafana", {"monitoring_grafana_source": "apt"}, "monitoring_grafana_apt_key_sha256"),
+        (
+            "dcgm",
+            {
+                "monitoring_dcgm_exporter_source": "nvidia_repo",
+                # the URL names the host's release, a fact this harness does not gather
+                "__monitoring_dcgm_keyring_url": "https://nvidia.invalid/cuda-keyring.deb",
+            },
+            "monitoring_dcgm_exporter_keyring_sha256",
+        ),
+    ],
+)
+def test_a_vendor_repository_without_a_pin_is_refused_before_anything(
+    tmp_path, tasks_from, extra, pin
+):
+    """The role's own task file, run for real: it stops at the missing pin, before it
+    downloads a key or adds a repository."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(AssertionError) as refused:
+        run_role_tasks(work, "monitoring", tasks_from, extra, "10.40.0.11")
+    assert f"{pin} (the site settings'" in str(refused.value)
+    assert "must be pinned before the repository" in str(refused.value)
+    assert "changed=0" in str(refused.value)
