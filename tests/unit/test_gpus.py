@@ -2,6 +2,7 @@
 copied from the project's shared fixtures into tests/fixtures/gpu/h200; no GPU exists on
 these machines)."""
 
+import json
 from pathlib import Path
 
 import jinja2
@@ -127,3 +128,12 @@ def test_the_query_argv_is_the_readers():
         "--format=csv,noheader",
     ]
     assert Path(slurm_output.__file__).name == "slurm_output.py"
+
+
+def test_a_real_h100_hosts_device_files_give_one_gpu():
+    """bench/gpu/device_check.py on a lent H100 host (2026-11-26): /dev holds nvidia0 beside
+    nvidiactl, nvidia-uvm, nvidia-uvm-tools and nvidia-caps; only nvidia0 is a GPU."""
+    seen = json.loads((H200.parent / "h100" / "gpu_check.json").read_text())
+    gpus = slurm_output.slurm_gpus(seen["nvidia_smi_query"], seen["device_files"])
+    assert gpus == seen["slurm_gpus"]
+    assert gpus["count"] == 1 and gpus["files"] == ["/dev/nvidia0"] and gpus["type"] == "h100"
