@@ -135,7 +135,9 @@ def test_a_user_named_like_an_account_the_host_had_is_refused(cluster):
     image's login user) is never taken over: no new uid, no new group, nothing changed."""
     path, env = cluster
     _on_controller("id opsuser >/dev/null 2>&1 || useradd -u 3100 -U -m opsuser")
-    before = _on_controller("getent passwd opsuser; getent group opsuser; sha256sum /etc/slurm/*")
+    before = _on_controller(
+        "getent passwd opsuser; getent group opsuser; sha256sum /etc/slurm/*.conf"
+    )
     request = json.loads(path.read_text())
     request["instance"]["config"]["cluster_name"] = "cfg"
     request["instance"]["config"]["users"].append({"name": "opsuser", "uid": 2100})
@@ -147,7 +149,7 @@ def test_a_user_named_like_an_account_the_host_had_is_refused(cluster):
     assert "opsuser" in result["error"]["message"]
     assert result["changed"] == 0
     assert (
-        _on_controller("getent passwd opsuser; getent group opsuser; sha256sum /etc/slurm/*")
+        _on_controller("getent passwd opsuser; getent group opsuser; sha256sum /etc/slurm/*.conf")
         == before
     )
     recorded = _on_controller("cat /var/lib/slurm-app/accounts").split()
