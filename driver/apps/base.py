@@ -87,6 +87,11 @@ class AppAdapter:
     ) -> None:
         """Role variables (and hosts a topology adds) for the operation's inventory."""
 
+    def previews(self, request: OperationRequest) -> bool:
+        """Whether the request only previews its operation: the run must change nothing, and
+        members and instance stay as they were."""
+        return False
+
     def observed_state(
         self, request: OperationRequest, reported: dict[str, Any]
     ) -> tuple[InstanceStatus, Health] | None:

@@ -6,7 +6,13 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 from driver.apps.base import AppAdapter, OperationError, Violation, observed
-from driver.apps.slurm_reference import ACCOUNT_EXISTS, destroyed_data, login_user_rules
+from driver.apps.slurm_reference import (
+    ACCOUNT_EXISTS,
+    STORAGE_NOT_SHARED,
+    login_user_rules,
+    storage_vars,
+    teardown_data,
+)
 from driver.catalog import load_entry
 from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory, apply_defaults
@@ -26,6 +32,7 @@ class OpenOnDemand(AppAdapter):
     config_fields = frozenset({"portal_title", "interactive_apps", "server_name", "oidc"})
     operation_errors: ClassVar[dict[str, OperationError]] = {
         "account_exists": ACCOUNT_EXISTS,
+        "storage_not_shared": STORAGE_NOT_SHARED,
         "slurm_host": OperationError(
             "the request places a companion portal on a host that runs a Slurm daemon (the "
             "role checks the host itself); nothing was changed",
@@ -91,6 +98,7 @@ class OpenOnDemand(AppAdapter):
                     "groups_claim": oidc["groups_claim"],
                 },
                 "slurm_common_users": cluster_config.get("users", []),
+                **storage_vars(cluster_config),
                 **site_role_vars(load_site(), ("open_ondemand",)),
             }
         )
@@ -116,9 +124,7 @@ class OpenOnDemand(AppAdapter):
             detail["health"] = portal_health(portal)
             if not failed:
                 detail["access_bundle"] = access_bundle(request, portal)
-        destroyed = reported.get("slurm_app_destroyed")
-        if destroyed:
-            detail["destroyed"] = destroyed_data(destroyed)
+        detail.update(teardown_data(reported, preview=False))
         return detail
 
 

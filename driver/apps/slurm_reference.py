@@ -4,7 +4,7 @@ import importlib.util
 from collections import Counter
 from collections.abc import Collection, Iterator
 from functools import cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any, ClassVar
 from uuid import UUID
@@ -41,6 +41,7 @@ OPTION_VARS = {
     "drain_timeout_s": "slurm_controller_drain_timeout",
     "reason": "slurm_controller_drain_reason",
     "force": "slurm_controller_remove_force",
+    "preview": "slurm_common_clean_preview",
 }
 PENDING_OPTIONS: dict[str, str] = {}
 # The operations whose playbooks include the monitoring role (drain, resume and the lifecycle
@@ -61,6 +62,26 @@ ACCOUNT_EXISTS = OperationError(
 )
 
 
+# storage.model platform_mount: a host whose mount is missing, not writable or not the
+# controller's (slurm_common's storage_check.yml), found before anything was installed.
+STORAGE_NOT_SHARED = OperationError(
+    "the platform's storage is not mounted, not writable or not shared on a host; nothing was "
+    "changed on any host",
+    None,
+    (InstanceStatus.FAILED, Health.UNKNOWN),
+)
+
+
+def storage_vars(config: dict[str, Any]) -> dict[str, Any]:
+    """slurm_common's storage variables from a cluster config's `storage` (defaults applied)."""
+    storage = config.get("storage") or {}
+    return {
+        "slurm_common_storage_model": storage.get("model", "allocation_local"),
+        "slurm_common_storage_mount_path": storage.get("mount_path", "/workspace"),
+        "slurm_common_storage_holds": storage.get("holds", "homes"),
+    }
+
+
 class SlurmReference(AppAdapter):
     slug = "slurm-reference"
     operation_errors: ClassVar[dict[str, OperationError]] = {
@@ -76,16 +97,16 @@ class SlurmReference(AppAdapter):
             (InstanceStatus.RUNNING, Health.UNKNOWN),
         ),
         "account_exists": ACCOUNT_EXISTS,
+        "storage_not_shared": STORAGE_NOT_SHARED,
         "config_refused": OperationError(
             "the new config cannot be applied to the running cluster; nothing was changed",
             None,
             (InstanceStatus.RUNNING, Health.UNKNOWN),
         ),
     }
-    config_fields = frozenset({"cluster_name", "partitions", "accounting", "users", "monitoring"})
-    pending_config: ClassVar[dict[str, str]] = {
-        "storage": "one model only (allocation_local): nothing for a role to choose",
-    }
+    config_fields = frozenset(
+        {"cluster_name", "partitions", "accounting", "users", "monitoring", "storage"}
+    )
 
     def rules(self, request: OperationRequest, version: Version) -> Iterator[Violation]:
         yield from _placement_rules(request)
@@ -117,6 +138,7 @@ class SlurmReference(AppAdapter):
                 "slurm_controller_default_account": accounting["default_account"],
                 "slurm_common_users": config["users"],
                 "slurm_common_munge_key_src": request.credentials.munge_key_file or "",
+                **storage_vars(config),
             }
         )
         if request.operation.type in MONITORING_OPERATIONS:
@@ -140,6 +162,11 @@ class SlurmReference(AppAdapter):
             return None
         return observed(health_of(request, reported)["classification"])
 
+    def previews(self, request: OperationRequest) -> bool:
+        return request.operation.type == "decommission" and bool(
+            request.operation.options.get("preview")
+        )
+
     def detail(
         self,
         request: OperationRequest,
@@ -148,9 +175,8 @@ class SlurmReference(AppAdapter):
         failed: bool,
     ) -> dict[str, Any]:
         controller = reported.get("slurm_app_controller") or {}
-        destroyed = reported.get("slurm_app_destroyed")
         if not controller:
-            return {"destroyed": destroyed_data(destroyed)} if destroyed else {}
+            return teardown_data(reported, self.previews(request))
         detail: dict[str, Any] = {
             "cluster_name": controller.get("cluster_name"),
             "daemon_versions": {
@@ -173,8 +199,7 @@ class SlurmReference(AppAdapter):
             detail["monitoring"] = reported["slurm_app_monitoring"]
         if "services" in controller:
             detail["health"] = health_of(request, reported, asked=inventory.hosts)
-        if destroyed:
-            detail["destroyed"] = destroyed_data(destroyed)
+        detail.update(teardown_data(reported, preview=False))
         # An access bundle is a promise that there is a cluster to use: only after a success.
         if not failed:
             users = request.instance.config.get("users") or []
@@ -205,8 +230,39 @@ DESTROYED_KINDS = (
 )
 
 
+def teardown_data(reported: dict[str, Any], preview: bool) -> dict[str, Any]:
+    """What a teardown destroyed and what it left on the platform's storage, per host with
+    sizes; a preview's are what it would destroy and keep."""
+    destroyed, kept = ("would_destroy", "would_keep") if preview else ("destroyed", "kept")
+    detail: dict[str, Any] = {"preview": True} if preview else {}
+    if reported.get("slurm_app_destroyed"):
+        detail[destroyed] = destroyed_data(reported["slurm_app_destroyed"])
+    if reported.get("slurm_app_kept"):
+        detail[kept] = kept_data(reported["slurm_app_kept"])
+    return detail
+
+
+# What a path left on the platform's storage holds, by its folder there (slurm_common's
+# <mount>/home/<user> and <mount>/jobs/<user>).
+KEPT_KINDS = {
+    "home": "home directory on the platform's storage: the user's files and job output",
+    "jobs": "job directory on the platform's storage: the user's job output",
+}
+
+
+def kept_data(reported: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per host, each path left on the platform's storage with its size and what it holds."""
+    return {
+        host: [
+            {**entry, "held": KEPT_KINDS.get(PurePosixPath(entry["path"]).parent.name, "data")}
+            for entry in entries
+        ]
+        for host, entries in sorted(reported.items())
+    }
+
+
 def destroyed_data(reported: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Per host, each removed path with its size and what it held."""
+    """Per host, each removed (or kept) path with its size and what it held."""
     return {
         host: [
             {
@@ -383,6 +439,16 @@ def _config_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violation]
     users = config.get("users")
     if isinstance(users, list):
         yield from _user_rules(users, (*base, "users"))
+    storage = config.get("storage")
+    if isinstance(storage, dict) and storage.get("model", "allocation_local") != "platform_mount":
+        for field in ("mount_path", "holds"):
+            if field in storage:
+                yield Violation(
+                    "config-inconsistent",
+                    (*base, "storage", field),
+                    f"{field} is for model platform_mount: expected no {field} with "
+                    f"model {storage.get('model', 'allocation_local')}",
+                )
 
 
 def login_user_rules(
@@ -449,6 +515,13 @@ def access_bundle(
     # The customer's own access credential, never the platform's key file or any of its paths.
     ssh = f"ssh -p {controller.ssh_port} {controller.ssh_user}@{controller.address}"
     run_as = f"sudo -u {first_user} " if first_user else ""
+    storage = storage_access(request.instance.config)
+    storage_note = storage.pop("note")
+    # job output where every member and the portal see it, when there is such a place
+    shared = storage.get("job_directories") or (
+        storage["homes"] if storage["model"] == "platform_mount" else None
+    )
+    output = f"-D {shared}/{first_user} -o %j.out" if shared and first_user else "-o /tmp/%j.out"
     worker_logs = {
         daemon: f"{path} (on each worker)"
         for daemon, path in (worker_files.get("log_paths") or {}).items()
@@ -470,7 +543,7 @@ def access_bundle(
             "nodes": "sinfo -N -l",
             "partitions": "sinfo -s",
             "queue": "squeue -l",
-            "submit_example": f"{run_as}sbatch -N1 -o /tmp/%j.out --wrap 'hostname; sleep 5'",
+            "submit_example": f"{run_as}sbatch -N1 {output} --wrap 'hostname; sleep 5'",
             "interactive_example": f"{run_as}srun -N1 --pty bash",
             "job_history": "sacct -X -o JobID,JobName,User,State,Elapsed,NodeList",
             "accounts": "sacctmgr show assoc format=cluster,account,user",
@@ -485,13 +558,35 @@ def access_bundle(
         "notes": [
             "Workers run configless: slurm.conf exists only on the controller; edit the "
             "fragments through the bundle, not the assembled file.",
-            "Home directories and job output are allocation-local and are destroyed by "
-            "decommission.",
+            storage_note,
         ],
+        "storage": storage,
     }
     if monitoring:
         bundle["monitoring"] = monitoring_access(controller, ssh, monitoring)
     return bundle
+
+
+def storage_access(config: dict[str, Any]) -> dict[str, Any]:
+    """Where the users' homes and job output are, and what decommission does to them."""
+    role = storage_vars(config)
+    if role["slurm_common_storage_model"] != "platform_mount":
+        return {
+            "model": "allocation_local",
+            "homes": "/home/<user> on each member",
+            "note": "Home directories and job output are allocation-local and are destroyed by "
+            "decommission (decommission with preview: true lists them first).",
+        }
+    mount = role["slurm_common_storage_mount_path"]
+    on_mount = role["slurm_common_storage_holds"] == "homes"
+    return {
+        "model": "platform_mount",
+        "mount_path": mount,
+        "homes": f"{mount}/home" if on_mount else "/home/<user> on each member",
+        "job_directories": None if on_mount else f"{mount}/jobs",
+        "note": f"Files under {mount} are on the platform's storage, shared by every member "
+        "and the portal; remove_worker and decommission never delete them.",
+    }
 
 
 def monitoring_access(controller: Any, ssh: str, monitoring: dict[str, Any]) -> dict[str, Any]:

@@ -313,17 +313,21 @@ def untouched(request: OperationRequest, error: ErrorInfo) -> Result:
         status="failed",
         error=error,
         touched_hosts=False,
-        members=[
-            MemberResult(
-                member_id=m.member_id,
-                component_key=m.component_key,
-                allocation_id=str(m.allocation_id),
-                status=m.status,
-            )
-            for m in request.members
-        ],
+        members=members_as_sent(request),
         instance={"id": str(request.instance.id), "status": "unchanged"},
     )
+
+
+def members_as_sent(request: OperationRequest) -> list[MemberResult]:
+    return [
+        MemberResult(
+            member_id=m.member_id,
+            component_key=m.component_key,
+            allocation_id=str(m.allocation_id),
+            status=m.status,
+        )
+        for m in request.members
+    ]
 
 
 @dataclass
@@ -441,12 +445,13 @@ def run_playbook(
             message=f"ansible-playbook ended {runner.status} (rc {runner.rc})"
             + (f": {said}" if said else ""),
         )
-    if plan.read_only and result.changed and not failed:
+    if (plan.read_only or plan.adapter.previews(request)) and result.changed and not failed:
         # the manifest promises this operation changes nothing: a change is a bundle defect
         result.status, failed = "failed", True
         result.error = ErrorInfo(
             code="read_only_violated",
-            message=f"{request.operation.type} is read-only but changed {result.changed} task(s)",
+            message=f"{request.operation.type} is read-only (or a preview) but changed "
+            f"{result.changed} task(s)",
         )
     _members(plan, result, failed, collector.artifact_data)
     result.adapter_detail = _adapter_detail(plan, collector.artifact_data, failed)
@@ -470,6 +475,11 @@ def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, An
     resume, remove) changes its target's status only; a failure of the target alone leaves
     the rest of the cluster as it was (degraded, not failed)."""
     request = plan.request
+    if plan.adapter.previews(request) and not failed:
+        # a preview changes nothing: members and the instance stay as they were
+        result.members = members_as_sent(request)
+        result.instance = {"id": str(request.instance.id), "status": "unchanged"}
+        return
     after = plan.adapter.status_after.get(request.operation.type)
     target = request.operation.target.allocation_id if request.operation.target else None
     touched = plan.inventory.allocation_hosts

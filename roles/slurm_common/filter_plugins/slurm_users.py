@@ -1,4 +1,5 @@
-"""slurm_common's filter `slurm_user_problems`: what is wrong with a list of cluster users.
+"""slurm_common's filters over cluster users: `slurm_user_problems` (what is wrong with a list
+of them), and where their homes are (`passwd_homes`, `moved_homes`, `homes_by_place`).
 
 The same rules guard the driver (driver/apps/slurm_reference.py loads this file), so a request
 and an operator's inventory are judged alike: unique names; no system or daemon account (a
@@ -73,6 +74,38 @@ def slurm_user_problems(
     ]
 
 
+def passwd_homes(passwd_lines: Iterable[str]) -> dict[str, str]:
+    """`getent passwd` lines: each account's home directory."""
+    fields = (line.split(":") for line in passwd_lines)
+    return {f[0]: f[5] for f in fields if len(f) >= 7}
+
+
+def moved_homes(passwd_lines: Iterable[str], home_base: str) -> list[str]:
+    """The accounts whose home is not <home_base>/<name>: a storage change would move them."""
+    return [
+        f"{name} (home {home})"
+        for name, home in sorted(passwd_homes(passwd_lines).items())
+        if home.rstrip("/") != f"{home_base.rstrip('/')}/{name}"
+    ]
+
+
+def homes_by_place(passwd_lines: Iterable[str], local_base: str = "/home") -> dict[str, list[str]]:
+    """`getent passwd` lines: the accounts whose home is this host's own (<local_base>/<name>),
+    and the homes that are elsewhere (the platform's mount)."""
+    places: dict[str, list[str]] = {"local": [], "elsewhere": []}
+    for name, home in sorted(passwd_homes(passwd_lines).items()):
+        if home.rstrip("/") == f"{local_base}/{name}":
+            places["local"].append(name)
+        else:
+            places["elsewhere"].append(home)
+    return places
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"slurm_user_problems": slurm_user_problems}
+        return {
+            "slurm_user_problems": slurm_user_problems,
+            "passwd_homes": passwd_homes,
+            "moved_homes": moved_homes,
+            "homes_by_place": homes_by_place,
+        }
