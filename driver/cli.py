@@ -266,7 +266,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
             console.print(f"lab {args.name!r}: removed {removed} container(s)", highlight=False)
             return Exit.OK
         if args.lab_command == "add-host":
-            lab.add_host(args.name, args.host)
+            lab.add_host(args.name, args.host, storage=not args.without_storage)
             console.print(f"lab {args.name!r}: host {args.host} started", highlight=False)
             return Exit.OK
         if args.lab_command == "op":
@@ -293,7 +293,11 @@ def cmd_lab(args: argparse.Namespace) -> int:
                 console.print(lab.sinfo(args.name), highlight=False, markup=False, end="")
             return Exit.OK
         spec = lab.LabSpec(
-            name=args.name, workers=args.workers, distro=args.distro, placement=args.placement
+            name=args.name,
+            workers=args.workers,
+            distro=args.distro,
+            placement=args.placement,
+            storage=args.storage,
         )
         request = lab.up(spec)
     except LabError as exc:
@@ -392,6 +396,13 @@ def build_parser() -> argparse.ArgumentParser:
     lab_up.add_argument("--workers", type=int, default=2, help="separate workers (default: 2)")
     lab_up.add_argument("--distro", choices=sorted(DISTROS), default=DEFAULT_DISTRO)
     lab_up.add_argument("--placement", choices=("separate", "same_node"), default="separate")
+    lab_up.add_argument(
+        "--storage",
+        choices=("allocation_local", "platform_mount"),
+        default="allocation_local",
+        help="platform_mount: one volume mounted at /workspace on every host, as the "
+        "platform's storage (default: allocation_local)",
+    )
     lab_up.add_argument("--format", choices=("text", "json"), default="text")
     lab_down = lab_sub.add_parser("down", help="remove the lab's containers, network and files")
     lab_down.add_argument("--name", default="lab")
@@ -400,6 +411,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lab_add.add_argument("host", help="its host name, e.g. lab-w03")
     lab_add.add_argument("--name", default="lab")
+    lab_add.add_argument(
+        "--without-storage",
+        action="store_true",
+        help="a platform_mount lab: start it without the storage volume (a broken mount)",
+    )
     lab_op = lab_sub.add_parser(
         "op",
         help="run a member operation on a deployed lab (the request is derived from its deploy)",

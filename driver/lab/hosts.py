@@ -59,7 +59,16 @@ def _exec(container: Any, command: str) -> str:
     return output
 
 
-def start_hosts(lab: str, names: list[str], image: str, public_key: str) -> list[LabHost]:
+def storage_volume(lab: str) -> str:
+    """The docker volume standing in for the platform's storage of a platform_mount lab."""
+    return f"{network_name(lab)}-storage"
+
+
+def start_hosts(
+    lab: str, names: list[str], image: str, public_key: str, storage_path: str | None = None
+) -> list[LabHost]:
+    """Start (or find) the lab's hosts; with `storage_path`, the lab's storage volume is
+    mounted there on each host started now, as the platform mounts a tenant's storage."""
     client = docker_client()
     network = network_name(lab)
     if not client.networks.list(names=[network]):
@@ -72,6 +81,15 @@ def start_hosts(lab: str, names: list[str], image: str, public_key: str) -> list
             if container.status != "running":
                 container.start()
         except NotFound:
+            options = dict(SYSTEMD_RUN_OPTIONS)
+            if storage_path is not None:
+                volume = storage_volume(lab)
+                if not client.volumes.list(filters={"name": volume}):
+                    client.volumes.create(volume, labels={LABEL: lab})
+                options["volumes"] = {
+                    **SYSTEMD_RUN_OPTIONS["volumes"],
+                    volume: {"bind": storage_path, "mode": "rw"},
+                }
             container = client.containers.run(
                 image,
                 name=container_name,
@@ -79,7 +97,7 @@ def start_hosts(lab: str, names: list[str], image: str, public_key: str) -> list
                 network=network,
                 detach=True,
                 labels={LABEL: lab, f"{LABEL}.host": name},
-                **SYSTEMD_RUN_OPTIONS,
+                **options,
             )
         hosts.append(container)
     deadline = time.monotonic() + 120
@@ -133,6 +151,9 @@ def remove_lab(lab: str) -> int:
         removed += 1
     for network in client.networks.list(filters={"label": f"{LABEL}={lab}"}):
         network.remove()
+    # the platform's storage goes with the lab (a decommission keeps it; `lab down` does not)
+    for volume in client.volumes.list(filters={"label": f"{LABEL}={lab}"}):
+        volume.remove(force=True)
     if removed:
         log(f"removed {removed} container(s) of lab {lab!r}")
     return removed

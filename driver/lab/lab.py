@@ -32,6 +32,9 @@ LAB_PROJECT = "lab-project"
 LAB_NAMESPACE = uuid.UUID("8a7d6f3e-52c1-4b8e-9f0a-3d2c1b0a9e8f")
 LAB_USER = {"name": "labuser", "uid": 2000, "gid": 2000}
 LAB_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+STORAGE_MODELS = ("allocation_local", "platform_mount")
+# Where a platform_mount lab's storage volume is mounted on every host (the config's default).
+LAB_MOUNT = "/workspace"
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,8 @@ class LabSpec:
     workers: int = 2
     distro: str = "trixie"
     placement: str = "separate"
+    # allocation_local, or platform_mount: one volume mounted at LAB_MOUNT on every host
+    storage: str = "allocation_local"
 
     def validate(self) -> None:
         if not LAB_NAME.fullmatch(self.name):
@@ -49,6 +54,12 @@ class LabSpec:
             raise LabError("placement: separate or same_node")
         if self.placement == "separate" and not 1 <= self.workers <= 16:
             raise LabError("workers: 1 to 16 for separate placement")
+        if self.storage not in STORAGE_MODELS:
+            raise LabError(f"storage: {' or '.join(STORAGE_MODELS)}")
+
+    @property
+    def mount_path(self) -> str | None:
+        return LAB_MOUNT if self.storage == "platform_mount" else None
 
 
 def lab_dir(name: str) -> Path:
@@ -137,7 +148,15 @@ def deploy_request(spec: LabSpec, hosts: list[LabHost], key: Path) -> dict[str, 
             "app_slug": "slurm-reference",
             "version": "1.0",
             "name": f"{spec.name}-slurm",
-            "config": {"cluster_name": spec.name, "users": [LAB_USER]},
+            "config": {
+                "cluster_name": spec.name,
+                "users": [LAB_USER],
+                **(
+                    {"storage": {"model": "platform_mount", "mount_path": LAB_MOUNT}}
+                    if spec.mount_path
+                    else {}
+                ),
+            },
             "placement_intent": {
                 "controller_allocation_id": controller_id,
                 "worker_placement": spec.placement,
@@ -161,7 +180,11 @@ def up(spec: LabSpec) -> Path:
     image = build_image(spec.distro)
     log(f"starting {len(host_names(spec))} host(s) from {image}")
     hosts = start_hosts(
-        spec.name, host_names(spec), image, key.with_suffix(".pub").read_text().strip()
+        spec.name,
+        host_names(spec),
+        image,
+        key.with_suffix(".pub").read_text().strip(),
+        spec.mount_path,
     )
     write_lab_site()
     request = folder / "deploy.json"
@@ -323,15 +346,20 @@ def record_members(name: str, result_file: Path) -> None:
         (lab_dir(name) / "members.json").write_text(json.dumps(members, indent=2) + "\n")
 
 
-def add_host(name: str, host: str) -> None:
+def add_host(name: str, host: str, storage: bool = True) -> None:
     """Start one more host in a deployed lab, as the platform allocates one for add_worker;
-    `lab op add_worker --target HOST` then joins it."""
+    `lab op add_worker --target HOST` then joins it. A platform_mount lab's storage is mounted
+    on it unless `storage` is false (how a broken platform mount looks)."""
     if not re.fullmatch(rf"{re.escape(name)}-[a-z0-9]{{1,20}}", host):
         raise LabError(f"host {host!r}: expected {name}-<letters or digits>, e.g. {name}-w03")
     spec = LabSpec(**json.loads((lab_dir(name) / "spec.json").read_text()))
     key = key_dir(name) / "id_ed25519"
     (started,) = start_hosts(
-        name, [host], build_image(spec.distro), key.with_suffix(".pub").read_text().strip()
+        name,
+        [host],
+        build_image(spec.distro),
+        key.with_suffix(".pub").read_text().strip(),
+        spec.mount_path if storage else None,
     )
     path = lab_dir(name) / "allocations.json"
     allocations = [a for a in json.loads(path.read_text()) if a["hostname"] != host]

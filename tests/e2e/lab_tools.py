@@ -45,3 +45,8 @@ def lab_operation(
     result_file.write_text(json.dumps(result))
     lab.record_members(lab_name, result_file)
     return code, result
+
+
+def teardown_paths(by_host: dict[str, list[dict]]) -> dict[str, list[str]]:
+    """A result's destroyed (or kept) data: each host's paths, without sizes."""
+    return {host: [entry["path"] for entry in entries] for host, entries in by_host.items()}

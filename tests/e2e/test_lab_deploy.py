@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import VENV, console_script
-from lab_tools import lab_operation, on_host, platform_env
+from lab_tools import lab_operation, on_host, platform_env, teardown_paths
 
 from driver.catalog import credentials_root
 from driver.lab import lab
@@ -558,9 +558,23 @@ TEARDOWN_PATHS = (
 
 
 def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
-    """Last but one: the cluster is gone afterwards."""
+    """Last but one: the cluster is gone afterwards. Its preview first lists, with sizes, the
+    very paths the decommission then destroys, and changes nothing."""
+    code, preview = operation(deployed, "decommission", preview=True)
+    assert code == 0, preview
+    assert preview["changed"] == 0 and preview["instance"]["status"] == "unchanged"
+    assert set(_member_statuses(preview).values()) == {"ready"}
+    would = preview["adapter_detail"]["would_destroy"]
+    assert {e["path"] for e in would["e2e-ctl"]} >= {"/home/labuser", "/var/lib/mysql"}
+    assert "kept" not in preview["adapter_detail"] and "would_keep" not in preview["adapter_detail"]
+    assert on("e2e-ctl", "systemctl is-active slurmctld mariadb munge").split() == ["active"] * 3
     code, result = operation(deployed, "decommission")
     assert code == 0, result
+    destroyed, previewed = (
+        teardown_paths(result["adapter_detail"]["destroyed"]),
+        teardown_paths(would),
+    )
+    assert destroyed == previewed, (destroyed, previewed)
     assert result["instance"]["status"] == "deleted"
     assert set(_member_statuses(result).values()) == {"removed"}
     destroyed = result["adapter_detail"]["destroyed"]

@@ -1,6 +1,7 @@
 """The open-ondemand app through the driver, as the platform runs it, attached to a lab cluster
-(a one-host same_node cluster): a companion portal on its own lab host, then a co-hosted one on
-the controller. A local OIDC provider (molecule/ood/oidc_provider.py: oidc-provider-mock over
+(a one-host same_node cluster on the platform's storage: one volume at /workspace on every lab
+host, the portal's too): a companion portal on its own lab host, then a co-hosted one on the
+controller. A local OIDC provider (molecule/ood/oidc_provider.py: oidc-provider-mock over
 TLS, client registration required) runs on the lab network's gateway; the site settings say
 Open OnDemand is not installed (the lab's), so Apache with mod_auth_openidc serves the login."""
 
@@ -17,7 +18,9 @@ from driver.lab import lab
 from driver.lab.hosts import network_name
 
 pytestmark = pytest.mark.containers
-SPEC = lab.LabSpec(name="ood", workers=1, distro="trixie", placement="same_node")
+SPEC = lab.LabSpec(
+    name="ood", workers=1, distro="trixie", placement="same_node", storage="platform_mount"
+)
 CONTROLLER = f"{SPEC.name}-ctl"
 PORTAL = f"{SPEC.name}-portal"
 PROVIDER = ROOT / "molecule" / "ood" / "oidc_provider.py"
@@ -26,6 +29,7 @@ AUDIT_NOTICE = (
     "Actions taken in the HPC Portal are managed by Slurm, not tracked in platform audit logs."
 )
 USER = lab.LAB_USER["name"]
+HOME = f"{lab.LAB_MOUNT}/home/{USER}"
 
 
 def _address(host: str) -> str:
@@ -153,12 +157,16 @@ def test_companion_deploy_reports_the_portal_and_the_audit_notice(portal):
 
 
 def test_the_cluster_user_submits_and_queries_from_the_portal(portal):
+    """From the home on the platform's storage: the job's output, written where it ran (the
+    controller, the cluster's only worker), is read on the portal and on the controller."""
+    assert _portal(f"getent passwd {USER}").split(":")[5] == HOME
     job = _portal(
-        f"cd /tmp && runuser -u {USER} -- sbatch --parsable --wait -o /tmp/portal-%j.out "
+        f"cd {HOME} && runuser -u {USER} -- sbatch --parsable --wait -o portal-%j.out "
         "--wrap 'id -un; hostname'"
     ).strip()
     assert job.isdigit(), job
-    assert _controller(f"cat /tmp/portal-{job}.out").split() == [USER, CONTROLLER]
+    for read in (_portal, _controller):
+        assert read(f"cat {HOME}/portal-{job}.out").split() == [USER, CONTROLLER]
     assert "JOBID" in _portal(f"runuser -u {USER} -- squeue")
     assert _portal(f"id -u {USER}").strip() == str(lab.LAB_USER["uid"])
     key = "sha256sum < /etc/munge/munge.key"
@@ -293,7 +301,11 @@ def test_decommission_takes_the_companion_portal_off_and_leaves_the_cluster(port
     assert [m["status"] for m in result["members"]] == ["removed"]
     assert result["adapter_detail"]["hosts_touched"] == [PORTAL]
     destroyed = {e["path"] for e in result["adapter_detail"]["destroyed"][PORTAL]}
-    assert {"/etc/ood", "/etc/munge", f"/home/{USER}"} <= destroyed
+    assert {"/etc/ood", "/etc/munge"} <= destroyed
+    # the home is on the platform's storage: kept, and still the cluster's
+    assert not any(path.startswith(("/home", lab.LAB_MOUNT)) for path in destroyed)
+    assert [e["path"] for e in result["adapter_detail"]["kept"][PORTAL]] == [HOME]
+    assert _portal(f"ls {HOME}").strip() and _controller(f"ls {HOME}").strip()
     left = _portal(
         "dpkg-query -W -f '${Package} ${Status}\\n' apache2 libapache2-mod-auth-openidc munge "
         "slurm-client sackd 2>/dev/null | grep ' installed$' || true; "

@@ -1,14 +1,19 @@
-"""Slurm 22.05 (Debian 12): nodes join and leave through the slurmctld restart path (a
-reconfigure after a node-count change kills 22.05's slurmctld); no slurmd restarts; a
-removed allocation joins again."""
+"""Slurm 22.05 (Debian 12) on the platform's storage (storage.model platform_mount: one volume
+mounted at /workspace on every lab host): a host without the mount is refused before anything
+changes; nodes join and leave through the slurmctld restart path (a reconfigure after a
+node-count change kills 22.05's slurmctld); no slurmd restarts; a removed allocation joins
+again; a job's output on a worker is read everywhere and outlives the cluster."""
 
 import pytest
-from lab_tools import lab_operation, on_host, platform_env, run_request
+from lab_tools import lab_operation, on_host, platform_env, run_request, teardown_paths
 
 from driver.lab import lab
 
 pytestmark = pytest.mark.containers
-SPEC = lab.LabSpec(name="old", workers=1, distro="bookworm", placement="separate")
+SPEC = lab.LabSpec(
+    name="old", workers=1, distro="bookworm", placement="separate", storage="platform_mount"
+)
+HOME = f"{lab.LAB_MOUNT}/home/{lab.LAB_USER['name']}"
 BOTH_IDLE = ["old-w01", "idle", "old-w02", "idle"]
 
 
@@ -25,6 +30,30 @@ def cluster(docker_engine, tmp_path_factory):
     assert result["adapter_detail"]["daemon_versions"]["slurmctld"].startswith("22.05.")
     yield env
     lab.down(SPEC.name)
+
+
+def _fingerprint(host: str) -> str:
+    """What a refused operation must leave as it was on a host: packages, accounts, Slurm's
+    configuration and the bundle's records."""
+    return _on(
+        host,
+        "dpkg -l | grep -E 'slurm|munge' | awk '{print $2, $3}'; getent passwd labuser; "
+        "sha256sum /etc/slurm/*.conf /var/lib/slurm-app/* 2>/dev/null; "
+        "ls -A /workspace 2>/dev/null; true",
+    )
+
+
+def test_a_member_without_the_platform_mount_is_refused_before_anything_changes(cluster):
+    env = cluster
+    lab.add_host(SPEC.name, "old-w03", storage=False)
+    before = {host: _fingerprint(host) for host in ("old-ctl", "old-w01", "old-w03")}
+    code, result = lab_operation(SPEC.name, env, "add_worker", "old-w03")
+    assert code == 1, result
+    assert result["error"]["code"] == "storage_not_shared", result["error"]
+    assert "old-w03: /workspace is not a mount point" in result["error"]["message"]
+    assert result["changed"] == 0
+    assert {host: _fingerprint(host) for host in before} == before
+    assert _on("old-ctl", "sinfo -h -N -o %N").split() == ["old-w01"]
 
 
 def _slurmd_since() -> str:
@@ -66,3 +95,50 @@ def test_add_remove_and_add_again_on_22_05(cluster):
     ]
     output = lab.test_job(SPEC.name)
     assert sorted(line.split(": ", 1)[1] for line in output.splitlines()) == ["old-w01", "old-w02"]
+
+
+def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluster(cluster):
+    """Last: decommission. The home is made once, on the controller, and joined members see it."""
+    env = cluster
+    for host in ("old-ctl", "old-w01", "old-w02"):
+        assert _on(host, "getent passwd labuser").split(":")[5] == HOME
+    _on(
+        "old-ctl",
+        f"cd {HOME} && runuser -u labuser -- sbatch -W -w old-w02 -o out-%j.txt "
+        "--wrap 'hostname > from-a-job.txt'",
+    )
+    for host in ("old-ctl", "old-w01", "old-w02"):
+        assert _on(host, f"cat {HOME}/from-a-job.txt").strip() == "old-w02"
+
+    code, result = lab_operation(SPEC.name, env, "remove_worker", "old-w02")
+    assert code == 0, result
+    kept = result["adapter_detail"]["kept"]["old-w02"]
+    assert [e["path"] for e in kept] == [HOME] and kept[0]["bytes"] > 0
+    assert not any(
+        e["path"].startswith("/workspace") or e["path"] == "/home/labuser"
+        for e in result["adapter_detail"]["destroyed"]["old-w02"]
+    )
+    assert _on("old-w02", "getent passwd labuser || true").strip() == ""
+
+    members = {m["member_id"]: m["status"] for m in result["members"]}
+    code, preview = lab_operation(SPEC.name, env, "decommission", preview=True)
+    assert code == 0, preview
+    assert preview["changed"] == 0 and preview["instance"]["status"] == "unchanged"
+    assert {m["member_id"]: m["status"] for m in preview["members"]} == members
+    would = preview["adapter_detail"]
+    assert _on("old-ctl", "systemctl is-active slurmctld").strip() == "active"
+
+    code, result = lab_operation(SPEC.name, env, "decommission")
+    assert code == 0, result
+    detail = result["adapter_detail"]
+    assert detail["kept"] == would["would_keep"]
+    assert [e["path"] for e in detail["kept"]["old-ctl"]] == [HOME]
+    destroyed, previewed = (
+        teardown_paths(detail["destroyed"]),
+        teardown_paths(would["would_destroy"]),
+    )
+    assert destroyed == previewed, (destroyed, previewed)
+    # the platform's storage still holds the job's output; the cluster's accounts are gone
+    assert _on("old-w01", f"cat {HOME}/from-a-job.txt").strip() == "old-w02"
+    assert _on("old-ctl", "getent passwd labuser || true").strip() == ""
+    assert _on("old-ctl", "ls -A /workspace").split() == ["home"]

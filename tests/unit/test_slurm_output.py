@@ -231,6 +231,13 @@ def test_du_sizes_keep_paths_with_tabs_and_spaces():
     ]
 
 
+def test_a_path_inside_one_measured_already_is_not_measured_again():
+    measured = [{"path": "/var/lib/prometheus", "bytes": 10}, {"path": "/etc/ood/", "bytes": 1}]
+    paths = ["/var/lib/prometheus/node-exporter", "/var/lib/prometheus-x", "/etc/ood", "/etc/x"]
+    assert slurm_output.outside_of(paths, measured) == ["/var/lib/prometheus-x", "/etc/x"]
+    assert slurm_output.outside_of(paths, []) == paths
+
+
 @pytest.mark.parametrize(
     "output, version",
     [("slurm-wlm 22.05.8", "22.05.8"), ("slurm 24.11.5", "24.11.5"), ("slurm 23.02", "23.02")],

@@ -384,9 +384,22 @@ def du_sizes(output: str) -> list[dict[str, Any]]:
     return sizes
 
 
+def outside_of(paths: list[str], measured: list[dict[str, Any]]) -> list[str]:
+    """The paths that are not, and are not inside, one already measured on this host: a
+    teardown that removed /var/lib/prometheus took /var/lib/prometheus/node-exporter with it,
+    so its preview must not count that twice either."""
+    taken = [str(entry["path"]).rstrip("/") for entry in measured]
+    return [
+        path
+        for path in paths
+        if not any(path == done or path.startswith(done + "/") for done in taken)
+    ]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
+            "outside_of": outside_of,
             "slurm_command": slurm_command,
             "slurm_version": slurm_version,
             "slurm_unit_states": slurm_unit_states,
