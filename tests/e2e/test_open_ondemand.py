@@ -204,6 +204,20 @@ def test_status_names_a_stopped_sackd_and_restart_brings_it_back(portal):
     assert _portal("systemctl show -p ActiveEnterTimestampMonotonic --value apache2") != before
 
 
+def test_a_portal_host_without_the_platform_mount_is_refused_before_anything_changes(portal):
+    host = f"{SPEC.name}-nomount"
+    lab.add_host(SPEC.name, host, storage=False)
+    before = _controller(CLUSTER_STATE)
+    code, result, output = portal["operation"](host, "deploy")
+    assert code == 1, output[-4000:]
+    assert result["error"]["code"] == "storage_not_shared", result["error"]
+    assert f"{host}: {lab.LAB_MOUNT} is not a mount point" in result["error"]["message"]
+    assert result["changed"] == 0
+    installed = on_host(SPEC.name, host, "dpkg -l | grep -cE 'apache2|munge|slurm' || true")
+    assert installed.strip() == "0"
+    assert _controller(CLUSTER_STATE) == before
+
+
 def test_a_cohosted_portal_comes_and_goes_leaving_the_cluster_as_it_was(portal):
     conf = "sha256sum /etc/slurm/slurm.conf /etc/munge/munge.key"
     before = _controller(conf)
