@@ -16,6 +16,11 @@ command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 command -v ssh >/dev/null 2>&1 || need_apt+=(openssh-client)
+# Open OnDemand's own code (its portal generator and job library, beside the project in
+# ../shared/third_party) runs on the portal's rendered files with Debian's ruby.
+for package in ruby ruby-ffi ruby-rexml ruby-bcrypt; do
+  dpkg -s "$package" >/dev/null 2>&1 || need_apt+=("$package")
+done
 if [ ${#need_apt[@]} -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null

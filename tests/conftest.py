@@ -106,3 +106,22 @@ def runtime_venv() -> Path:
         pytest.fail(f"pip install . failed; see {log}")
     (venv / "ok").touch()
     return venv
+
+
+# Open OnDemand's own code (portal generator, mod_ood_proxy, ood_core), pinned and unmodified,
+# kept beside the project (never copied into it): the oracle for the portal's files.
+OOD_UPSTREAM_CANDIDATES = (
+    ROOT.parent / "shared" / "third_party" / "open-ondemand",
+    Path("/work/shared/third_party/open-ondemand"),
+)
+
+
+@pytest.fixture(scope="session")
+def ood_upstream() -> Path:
+    """The folder of OOD's own code, with Debian's ruby to run it (scripts/setup.sh)."""
+    found = next((path for path in OOD_UPSTREAM_CANDIDATES if path.is_dir()), None)
+    if found is None:
+        pytest.skip("Open OnDemand's own code is not beside the project (../shared/third_party)")
+    if shutil.which("ruby") is None:
+        pytest.fail("ruby is missing: scripts/setup.sh installs Debian's ruby for OOD's code")
+    return found

@@ -85,6 +85,7 @@ class OpenOnDemand(AppAdapter):
                 "open_ondemand_cluster_name": cluster_config.get("cluster_name", ""),
                 "open_ondemand_cohosted": controller is not None and controller.id == portal.id,
                 "open_ondemand_login_host": controller.address if controller else "",
+                "open_ondemand_node_addresses": _node_addresses(request, cluster),
                 "open_ondemand_portal_title": config["portal_title"],
                 "open_ondemand_server_name": config.get("server_name") or portal.address,
                 "open_ondemand_interactive_apps": config["interactive_apps"],
@@ -156,6 +157,19 @@ def _controller_allocation(request: OperationRequest, cluster: LinkedInstance | 
         None,
     )
     return request.allocation(member.allocation_id) if member else None
+
+
+def _node_addresses(request: OperationRequest, cluster: LinkedInstance | None) -> list[str]:
+    """The addresses of the cluster's worker nodes (their allocations'), sorted: the hosts the
+    portal's /node/ proxy may reach."""
+    if cluster is None:
+        return []
+    allocations = (
+        request.allocation(m.allocation_id)
+        for m in cluster.members
+        if m.component_key == "worker" and m.status is not MemberStatus.REMOVED
+    )
+    return sorted({a.address for a in allocations if a is not None})
 
 
 def portal_health(portal: dict[str, Any]) -> dict[str, Any]:

@@ -5,12 +5,15 @@ controller. A local OIDC provider (molecule/ood/oidc_provider.py: oidc-provider-
 TLS, client registration required) runs on the lab network's gateway; the site settings say
 Open OnDemand is not installed (the lab's), so Apache with mod_auth_openidc serves the login."""
 
+import io
 import json
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT, VENV, console_script
 from lab_tools import on_host, platform_env, run_request
 
@@ -171,6 +174,67 @@ def test_the_cluster_user_submits_and_queries_from_the_portal(portal):
     assert _portal(f"id -u {USER}").strip() == str(lab.LAB_USER["uid"])
     key = "sha256sum < /etc/munge/munge.key"
     assert _portal(key) == _controller(key)
+
+
+E2E_TOOLS = "/opt/slurm-app-e2e"
+
+
+def _upload(host: str, sources: dict[str, Path], destination: str) -> None:
+    """Files of this machine into a lab host, root's and readable by anyone."""
+
+    def readable(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.mode = 0o755 if info.isdir() or info.mode & 0o100 else 0o644
+        return info
+
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name, path in sources.items():
+            tar.add(path, arcname=name, filter=readable)
+    on_host(SPEC.name, host, f"install -d -m 0755 {destination}")
+    lab.host_container(SPEC.name, host).put_archive(destination, archive.getvalue())
+
+
+def test_ood_core_runs_the_users_jobs_and_a_session_from_the_portal(portal, ood_upstream):
+    """Open OnDemand's own job library, as the dashboard uses it, as the cluster user on the
+    companion portal with the rendered clusters.d: a batch_connect session (ood_core's basic
+    template around a script, the cluster's set_host) runs on the node and writes its
+    connection.yml into the user's home on the platform's storage, where the portal reads it;
+    a long job is listed by info_all and deleted. No `-M`: accounting is only on the
+    controller."""
+    _portal(
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ruby ruby-ffi ruby-rexml >/dev/null"
+    )
+    _upload(
+        PORTAL,
+        {
+            "shims": ood_upstream / "shims",
+            "ood_core": ood_upstream / "ood_core-v0.31.1",
+            "ood_support": ood_upstream / "ood_support-v0.0.5",
+            "ood_core_jobs.rb": Path(__file__).with_name("ood_core_jobs.rb"),
+        },
+        E2E_TOOLS,
+    )
+    work = f"{HOME}/ondemand/data/sys/dashboard/batch_connect/sys/e2e/output/session-1"
+    libraries = " ".join(
+        f"-I {E2E_TOOLS}/{lib}" for lib in ("shims", "ood_core/lib", "ood_support/lib")
+    )
+    seen = json.loads(
+        _portal(
+            f"cd {HOME} && runuser -u {USER} -- ruby {libraries} {E2E_TOOLS}/ood_core_jobs.rb "
+            f"/etc/ood/config/clusters.d {work}"
+        ).splitlines()[-1]
+    )
+    assert seen["clusters"] == [SPEC.name]
+    assert seen["states"][-1] == "completed", seen
+    assert seen["connection"] is not None, _portal(f"cat {work}/output.log")
+    connection = yaml.safe_load(seen["connection"])
+    # the node's address as Slurm knows it: where the portal's /node/ proxy goes
+    assert connection["host"] == _address(CONTROLLER)
+    assert isinstance(connection["port"], int) and len(str(connection["password"])) == 16
+    assert _controller(f"cat {work}/connection.yml") == seen["connection"]
+    assert seen["long"] in seen["listed"]
+    assert seen["deleted"] == "completed"
 
 
 def test_a_login_through_the_portal_sees_the_cluster_account(portal):

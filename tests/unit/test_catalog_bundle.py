@@ -205,6 +205,9 @@ def test_a_companion_portal_reads_the_controller_on_deploy_only(monkeypatch, tmp
     assert deploy.group_vars["open_ondemand_server_name"] == "ood.research.example.com"
     for operation in ("status", "restart", "decommission"):
         assert _portal_plan(monkeypatch, tmp_path, operation).groups == {"ood": ["ood-01"]}
+    # the /node/ proxy reaches the cluster's workers only: not the controller (no slurmd in
+    # separate placement), not the portal itself
+    assert deploy.group_vars["open_ondemand_node_addresses"] == ["10.40.0.11", "10.40.0.12"]
 
 
 @pytest.mark.parametrize("upper", [False, True], ids=["canonical-ids", "upper-case-ids"])

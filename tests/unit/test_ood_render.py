@@ -4,7 +4,9 @@ then compared with fixtures and read the way OOD reads them. The account check (
 run for real."""
 
 import grp
+import json
 import os
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -51,6 +53,7 @@ def rendered(tmp_path_factory) -> dict:
         "__open_ondemand_web_group": grp.getgrgid(os.getgid()).gr_name,
         "open_ondemand_cluster_name": "research",
         "open_ondemand_login_host": "10.40.0.10",
+        "open_ondemand_node_addresses": ["10.40.0.10", "10.40.0.11"],
         "open_ondemand_portal_title": "GPU Cloud HPC Portal",
         "open_ondemand_server_name": "ood.research.example.com",
         "open_ondemand_interactive_apps": ["jupyter", "vscode", "desktop"],
@@ -109,8 +112,20 @@ def test_ood_portal_carries_the_oidc_settings(rendered):
 
 def test_clusters_d_describes_the_slurm_cluster(rendered):
     cluster = yaml.safe_load(_text(rendered, "/etc/ood/config/clusters.d/research.yml"))["v2"]
-    assert cluster["job"] == {"adapter": "slurm", "cluster": "research", "bin": "/usr/bin"}
+    # no `cluster`: OOD's Slurm adapter would add -M research, which needs slurmdbd
+    assert cluster["job"] == {"adapter": "slurm", "bin": "/usr/bin"}
     assert cluster["login"]["host"] == "10.40.0.10"
+    assert "NodeAddr" in cluster["batch_connect"]["basic"]["set_host"]
+
+
+def test_only_the_secrets_folder_is_closed_to_the_signed_in_user(rendered):
+    """The dashboard and OOD's job library run as the mapped user and read clusters.d and the
+    apps' settings: readable by anyone, the folders above traversable."""
+    config = rendered["root"] / "etc/ood/config"
+    assert stat.S_IMODE(config.stat().st_mode) == 0o755
+    for relative in ("clusters.d", "clusters.d/research.yml", "apps/dashboard/env"):
+        assert stat.S_IMODE((config / relative).stat().st_mode) & 0o005 in (0o004, 0o005)
+    assert stat.S_IMODE((config / "slurm-app").stat().st_mode) == 0o750
 
 
 def test_only_the_asked_apps_are_written(rendered):
@@ -153,3 +168,86 @@ def test_the_account_check_maps_cluster_users_only(rendered, login, account):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == account
     assert not Path("/tmp/ood-user-map-injected").exists()
+
+
+# Upstream's own code on the rendered files: what a real installation would make of them.
+
+
+def _ruby_ood_core(upstream: Path, code: str, *args: str) -> dict:
+    """`code` run by Debian's ruby with OOD's job library loaded; its JSON output."""
+    ran = subprocess.run(
+        [
+            "ruby",
+            "-I",
+            str(upstream / "shims"),
+            "-I",
+            str(upstream / "ood_core-v0.31.1/lib"),
+            "-I",
+            str(upstream / "ood_support-v0.0.5/lib"),
+            "-rjson",
+            "-rood_core",
+            "-e",
+            code,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout)
+
+
+def test_upstreams_generator_proxies_sessions_to_the_clusters_nodes_only(
+    rendered, ood_upstream, tmp_path
+):
+    generated = tmp_path / "ood-portal.conf"
+    ran = subprocess.run(
+        [
+            "bash",
+            str(ood_upstream / "ondemand-v4.2.3/ood-portal-generator/bin/generate"),
+            "-c",
+            str(rendered["root"] / "etc/ood/config/ood_portal.yml"),
+            "-o",
+            str(generated),
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "RUBYLIB": str(ood_upstream / "shims")},
+        check=False,
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr
+    site = generated.read_text().replace(str(rendered["root"]), "")
+    proxies = {
+        match[0]: re.compile(match[1].replace("(?<", "(?P<"))
+        for match in re.findall(r'<LocationMatch "\^(/r?node)/(.*)">', site)
+    }
+    assert set(proxies) == {"/node", "/rnode"}
+    for uri, pattern in proxies.items():
+        for host in ("10.40.0.10", "10.40.0.11"):
+            assert pattern.match(f"{host}/8888/lab"), (uri, host)
+        for host in ("127.0.0.1", "169.254.169.254", "10.40.0.100", "10x40.0.10", "ood-portal"):
+            assert not pattern.match(f"{host}/9090/"), (uri, host)
+    # the login is mapped by the bundle's account check, a stranger sent to its page
+    assert 'SetEnv OOD_USER_MAP_CMD "/etc/ood/config/slurm-app/user_map"' in site
+    assert 'SetEnv OOD_MAP_FAIL_URI "/public/slurm-app/no-cluster-account.html"' in site
+
+
+def test_ood_core_reads_the_cluster_and_submits_without_minus_m(rendered, ood_upstream):
+    seen = _ruby_ood_core(
+        ood_upstream,
+        "clusters = OodCore::Clusters.load_file(ARGV[0]);"
+        "cluster = clusters.first; slurm = cluster.job_adapter.instance_variable_get(:@slurm);"
+        "puts({ids: clusters.map { |c| c.id.to_s }, adapter: cluster.job_adapter.class.name,"
+        " cluster: slurm.cluster, bin: slurm.bin.to_s,"
+        " set_host: cluster.batch_connect_config[:basic]['set_host']}.to_json)",
+        str(rendered["root"] / "etc/ood/config/clusters.d"),
+    )
+    assert seen["ids"] == ["research"]
+    assert seen["adapter"] == "OodCore::Job::Adapters::Slurm"
+    # nil: no `-M research` on sbatch, squeue and scancel
+    assert seen["cluster"] is None
+    assert seen["bin"] == "/usr/bin"
+    assert "NodeAddr" in seen["set_host"]
