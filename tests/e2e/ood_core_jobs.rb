@@ -22,7 +22,7 @@ content = OodCore::BatchConnect::Factory.build(context).to_s
 session = adapter.submit(
   OodCore::Job::Script.new(
     content: content, workdir: work_dir, job_name: "ood-e2e-session", wall_time: 300,
-    output_path: File.join(work_dir, "output.log")
+    output_path: File.join(work_dir, "output.log"), shell_path: "/bin/bash"
   )
 )
 states = []
