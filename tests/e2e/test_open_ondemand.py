@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, VENV, console_script
-from lab_tools import on_host, platform_env, run_request
+from lab_tools import lab_operation, on_host, platform_env, run_request, teardown_paths
 
 from driver.lab import lab
 from driver.lab.hosts import network_name
@@ -392,3 +392,19 @@ def test_decommission_takes_the_companion_portal_off_and_leaves_the_cluster(port
     assert left.strip() == f"id: '{USER}': no such user", left
     assert _controller(conf) == before
     assert CONTROLLER in lab.test_job(SPEC.name)
+
+
+def test_the_clusters_decommission_keeps_the_home_on_the_platforms_storage(portal):
+    """Last: the same_node cluster goes. Its controller is cleaned as a worker first, and what
+    stays on the platform's storage is still measured and listed, as the preview said."""
+    code, preview = lab_operation(SPEC.name, portal["env"], "decommission", preview=True)
+    assert code == 0 and preview["changed"] == 0, preview
+    code, result = lab_operation(SPEC.name, portal["env"], "decommission")
+    assert code == 0, result
+    kept = result["adapter_detail"]["kept"]
+    assert kept == preview["adapter_detail"]["would_keep"]
+    assert [e["path"] for e in kept[CONTROLLER]] == [HOME]
+    assert teardown_paths(result["adapter_detail"]["destroyed"]) == teardown_paths(
+        preview["adapter_detail"]["would_destroy"]
+    )
+    assert _controller(f"ls {HOME}").strip()
