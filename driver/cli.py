@@ -298,6 +298,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
             distro=args.distro,
             placement=args.placement,
             storage=args.storage,
+            interactive_runtimes=tuple(args.runtime or ()),
         )
         request = lab.up(spec)
     except LabError as exc:
@@ -402,6 +403,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="allocation_local",
         help="platform_mount: one volume mounted at /workspace on every host, as the "
         "platform's storage (default: allocation_local)",
+    )
+    lab_up.add_argument(
+        "--runtime",
+        action="append",
+        choices=("jupyter",),
+        help="an interactive runtime for Open OnDemand's sessions on the workers (repeatable)",
     )
     lab_up.add_argument("--format", choices=("text", "json"), default="text")
     lab_down = lab_sub.add_parser("down", help="remove the lab's containers, network and files")

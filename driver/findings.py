@@ -82,6 +82,8 @@ HINTS: dict[str, str] = {
     "linked-instance-missing": "pass the referenced instance in `linked_instances`",
     "linked-instance-unexpected": "pass only the instances the placement intent references",
     "config-inconsistent": "the config's values contradict each other",
+    "app-runtime-missing": "offer only interactive apps whose runtime the linked cluster's "
+    "workers have (its interactive_runtimes)",
     "secret-file": "the referenced secret file must exist, be a regular file and not be "
     "readable by group or others",
 }

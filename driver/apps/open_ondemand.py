@@ -17,7 +17,7 @@ from driver.catalog import load_entry
 from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory, apply_defaults
 from driver.models.manifest import Version
-from driver.models.request import LinkedInstance, MemberStatus, OperationRequest
+from driver.models.request import Allocation, LinkedInstance, MemberStatus, OperationRequest
 from driver.site import load_site
 from driver.site import role_vars as site_role_vars
 
@@ -29,7 +29,9 @@ AUDIT_NOTICE = (
 
 class OpenOnDemand(AppAdapter):
     slug = "open-ondemand"
-    config_fields = frozenset({"portal_title", "interactive_apps", "server_name", "oidc"})
+    config_fields = frozenset(
+        {"portal_title", "interactive_apps", "server_name", "embed_origins", "oidc"}
+    )
     operation_errors: ClassVar[dict[str, OperationError]] = {
         "account_exists": ACCOUNT_EXISTS,
         "storage_not_shared": STORAGE_NOT_SHARED,
@@ -51,6 +53,7 @@ class OpenOnDemand(AppAdapter):
             return
         index = request.linked_instances.index(cluster)
         yield from login_user_rules(request, cluster.config, ("linked_instances", index, "config"))
+        yield from _app_runtime_rules(request.instance.config, cluster.config)
         on_portal_host = {
             m.component_key
             for m in cluster.members
@@ -72,6 +75,7 @@ class OpenOnDemand(AppAdapter):
         config = apply_defaults(version.config_schema, request.instance.config)
         cluster = _linked_cluster(request)
         cluster_config = _cluster_config(cluster)
+        nodes = _nodes(request, cluster)
         controller = _controller_allocation(request, cluster)
         portal = request.allocation(UUID(request.instance.placement_intent["host_allocation_id"]))
         assert portal is not None  # validation guarantees every reference resolves
@@ -85,10 +89,12 @@ class OpenOnDemand(AppAdapter):
                 "open_ondemand_cluster_name": cluster_config.get("cluster_name", ""),
                 "open_ondemand_cohosted": controller is not None and controller.id == portal.id,
                 "open_ondemand_login_host": controller.address if controller else "",
-                "open_ondemand_node_addresses": _node_addresses(request, cluster),
+                "open_ondemand_node_addresses": sorted({a.address for a in nodes}),
+                "open_ondemand_node_gpus": max((a.gpus for a in nodes), default=0),
                 "open_ondemand_portal_title": config["portal_title"],
                 "open_ondemand_server_name": config.get("server_name") or portal.address,
                 "open_ondemand_interactive_apps": config["interactive_apps"],
+                "open_ondemand_embed_origins": config["embed_origins"],
                 "open_ondemand_oidc": {
                     "issuer_url": oidc["issuer_url"],
                     "client_id": oidc["client_id"],
@@ -159,9 +165,9 @@ def _controller_allocation(request: OperationRequest, cluster: LinkedInstance | 
     return request.allocation(member.allocation_id) if member else None
 
 
-def _node_addresses(request: OperationRequest, cluster: LinkedInstance | None) -> list[str]:
-    """The addresses of the cluster's worker nodes (their allocations'), sorted: the hosts the
-    portal's /node/ proxy may reach."""
+def _nodes(request: OperationRequest, cluster: LinkedInstance | None) -> list[Allocation]:
+    """The allocations of the cluster's worker nodes (not removed): the hosts the portal's
+    /node/ proxy may reach, where interactive sessions run."""
     if cluster is None:
         return []
     allocations = (
@@ -169,7 +175,35 @@ def _node_addresses(request: OperationRequest, cluster: LinkedInstance | None) -
         for m in cluster.members
         if m.component_key == "worker" and m.status is not MemberStatus.REMOVED
     )
-    return sorted({a.address for a in allocations if a is not None})
+    return [a for a in allocations if a is not None]
+
+
+# Each interactive app and the cluster runtime it starts on a node; an app missing here has no
+# runtime the bundle can install yet.
+APP_RUNTIMES = {"jupyter": "jupyter"}
+
+
+def _app_runtime_rules(
+    config: dict[str, Any], cluster_config: dict[str, Any]
+) -> Iterator[Violation]:
+    """An app is offered only where it runs: its runtime is on the linked cluster's workers."""
+    runtimes = cluster_config.get("interactive_runtimes", [])
+    for position, app in enumerate(config.get("interactive_apps", [])):
+        runtime = APP_RUNTIMES.get(app)
+        if runtime is None:
+            expected = "an app the bundle can provide a runtime for: " + ", ".join(APP_RUNTIMES)
+        elif runtime not in runtimes:
+            expected = (
+                f"the linked cluster to list {runtime!r} in its interactive_runtimes (its "
+                f"workers have {', '.join(runtimes) or 'none'})"
+            )
+        else:
+            continue
+        yield Violation(
+            "app-runtime-missing",
+            ("instance", "config", "interactive_apps", position),
+            f"{app} would be a tile whose sessions never start: expected {expected}",
+        )
 
 
 def portal_health(portal: dict[str, Any]) -> dict[str, Any]:

@@ -47,6 +47,8 @@ PENDING_OPTIONS: dict[str, str] = {}
 # The operations whose playbooks include the monitoring role (drain, resume and the lifecycle
 # leave the monitoring stack alone).
 MONITORING_OPERATIONS = {"deploy", "add_worker", "remove_worker", "status", "decommission"}
+# The operations that prepare workers (slurm_worker's main): where the runtimes are installed.
+JOINING_OPERATIONS = {"deploy", "add_worker"}
 # Node states that mean a node cannot run jobs although nobody asked for it (a drain is asked).
 UNHEALTHY_NODE_STATES = {"down", "fail", "failing", "unknown", "future"}
 UNHEALTHY_NODE_FLAGS = {"not_responding", "fail", "invalid_reg"}
@@ -105,7 +107,15 @@ class SlurmReference(AppAdapter):
         ),
     }
     config_fields = frozenset(
-        {"cluster_name", "partitions", "accounting", "users", "monitoring", "storage"}
+        {
+            "cluster_name",
+            "partitions",
+            "accounting",
+            "users",
+            "monitoring",
+            "storage",
+            "interactive_runtimes",
+        }
     )
 
     def rules(self, request: OperationRequest, version: Version) -> Iterator[Violation]:
@@ -143,6 +153,10 @@ class SlurmReference(AppAdapter):
         )
         if request.operation.type in MONITORING_OPERATIONS:
             inventory.group_vars.update(monitoring_vars(request, config["monitoring"]))
+        if request.operation.type in JOINING_OPERATIONS:
+            inventory.group_vars["slurm_worker_interactive_runtimes"] = config[
+                "interactive_runtimes"
+            ]
         spec = version.operation(request.operation.type)
         schema = spec.options_schema if spec is not None else {}
         options = apply_defaults(schema, request.operation.options)

@@ -45,6 +45,8 @@ class LabSpec:
     placement: str = "separate"
     # allocation_local, or platform_mount: one volume mounted at LAB_MOUNT on every host
     storage: str = "allocation_local"
+    # what Open OnDemand's sessions start on the workers (the config's interactive_runtimes)
+    interactive_runtimes: tuple[str, ...] = ()
 
     def validate(self) -> None:
         if not LAB_NAME.fullmatch(self.name):
@@ -154,6 +156,11 @@ def deploy_request(spec: LabSpec, hosts: list[LabHost], key: Path) -> dict[str, 
                 **(
                     {"storage": {"model": "platform_mount", "mount_path": LAB_MOUNT}}
                     if spec.mount_path
+                    else {}
+                ),
+                **(
+                    {"interactive_runtimes": list(spec.interactive_runtimes)}
+                    if spec.interactive_runtimes
                     else {}
                 ),
             },
@@ -299,7 +306,7 @@ def portal_request(
         "instance": {
             "id": instance_id,
             "app_slug": "open-ondemand",
-            "version": "3.1",
+            "version": "4.2",
             "name": f"{name}-portal",
             "config": config,
             "placement_intent": {

@@ -2,13 +2,21 @@
 scenario's provider, with requests, and assert each step. Prints what it saw as JSON.
 
 usage: login_check.py PORTAL_ADDRESS TEST_DIR (good|wrong-secret) [ACCOUNT]
+                      [--page PATH --marker TEXT] [--refused PATH ...]
+                      [--form ACTION FIELD VALUE MARKER]
 
 ACCOUNT (default alice) is a cluster user the provider knows as subject sub-ACCOUNT, in the
 portal's allowed group; sub-outsider-ACCOUNT has the same name in another project's group.
+PATH (default /portal/, the bundle's own page when Open OnDemand is not installed) is the
+protected page the login starts at; with --marker, the signed-in user must see TEXT there
+(e.g. a session on a node behind OOD's /node/ proxy). Each --refused PATH must give the
+signed-in user neither a page nor anything of the marker. --form posts FIELD=VALUE to ACTION
+as the signed-in user (an app's own login behind the proxy) and expects MARKER on the page
+it leads to.
 """
 
+import argparse
 import json
-import sys
 from pathlib import Path
 from urllib.parse import parse_qs, urljoin, urlsplit
 
@@ -20,11 +28,13 @@ SESSION_COOKIE = "mod_auth_openidc_session"
 PORTAL_TLS = False
 
 
-def login(portal: str, ca: str, subject: str) -> tuple[requests.Session, requests.Response]:
+def login(
+    portal: str, ca: str, subject: str, page: str
+) -> tuple[requests.Session, requests.Response]:
     """Unauthenticated -> provider -> consent as `subject` -> back to the portal's /oidc."""
     browser = requests.Session()
     first = browser.get(
-        f"https://{portal}/portal/", verify=PORTAL_TLS, allow_redirects=False, timeout=20
+        f"https://{portal}{page}", verify=PORTAL_TLS, allow_redirects=False, timeout=20
     )
     assert first.status_code == 302, (first.status_code, first.text[:500])
     authorize = first.headers["Location"]
@@ -41,15 +51,30 @@ def login(portal: str, ca: str, subject: str) -> tuple[requests.Session, request
 
 
 def main() -> None:
-    portal, test_dir, mode = sys.argv[1:4]
-    account = sys.argv[4] if len(sys.argv) > 4 else "alice"
+    parser = argparse.ArgumentParser()
+    parser.add_argument("portal")
+    parser.add_argument("test_dir")
+    parser.add_argument("mode", choices=["good", "wrong-secret"])
+    parser.add_argument("account", nargs="?", default="alice")
+    parser.add_argument("--page", default="/portal/")
+    parser.add_argument("--marker")
+    parser.add_argument("--refused", action="append", default=[])
+    parser.add_argument("--form", nargs=4, metavar=("ACTION", "FIELD", "VALUE", "MARKER"))
+    args = parser.parse_args()
+    portal, test_dir, mode, account, page = (
+        args.portal,
+        args.test_dir,
+        args.mode,
+        args.account,
+        args.page,
+    )
     ca = str(Path(test_dir) / "ca.crt")
     issuer = (Path(test_dir) / "issuer").read_text().strip()
     requests.packages.urllib3.disable_warnings()  # type: ignore[attr-defined]
     seen: dict[str, object] = {}
 
     anonymous = requests.get(
-        f"https://{portal}/portal/", verify=PORTAL_TLS, allow_redirects=False, timeout=20
+        f"https://{portal}{page}", verify=PORTAL_TLS, allow_redirects=False, timeout=20
     )
     seen["unauthenticated"] = {
         "status": anonymous.status_code,
@@ -62,7 +87,7 @@ def main() -> None:
     query = parse_qs(urlsplit(anonymous.headers["Location"]).query)
     assert query["scope"] == ["openid profile email"], query
 
-    browser, back = login(portal, ca, f"sub-{account}")
+    browser, back = login(portal, ca, f"sub-{account}", page)
     if mode == "wrong-secret":
         # the provider refuses the code exchange (invalid_client): mod_auth_openidc answers
         # with an error page (400 Bad Request on Debian 13's 2.4.17; DESIGN records 200 for
@@ -72,7 +97,7 @@ def main() -> None:
         assert "Bad Request" in back.text or "Error" in back.text, back.text[:500]
         assert SESSION_COOKIE not in browser.cookies
         again = browser.get(
-            f"https://{portal}/portal/", verify=PORTAL_TLS, allow_redirects=False, timeout=20
+            f"https://{portal}{page}", verify=PORTAL_TLS, allow_redirects=False, timeout=20
         )
         assert again.status_code == 302 and again.headers["Location"].startswith(issuer)
         print(json.dumps(seen))
@@ -80,37 +105,58 @@ def main() -> None:
 
     assert back.status_code == 302, (back.status_code, back.text[:800])
     assert SESSION_COOKIE in browser.cookies, browser.cookies.keys()
-    page = browser.get(
+    shown = browser.get(
         urljoin(f"https://{portal}/", back.headers["Location"]), verify=PORTAL_TLS, timeout=20
     )
-    seen[account] = {"status": page.status_code}
-    assert page.status_code == 200, page.text[:500]
-    assert f'<strong id="remote-user">{account}</strong>' in page.text, page.text
-    assert f'<strong id="cluster-account">{account}</strong>' in page.text, page.text
+    seen[account] = {"status": shown.status_code}
+    assert shown.status_code == 200, shown.text[:500]
+    if args.marker is None:
+        assert f'<strong id="remote-user">{account}</strong>' in shown.text, shown.text
+        assert f'<strong id="cluster-account">{account}</strong>' in shown.text, shown.text
+    else:
+        assert args.marker in shown.text, shown.text[:500]
+    if args.form is not None:
+        action, field, value, marker = args.form
+        posted = browser.post(
+            f"https://{portal}{action}", data={field: value}, verify=PORTAL_TLS, timeout=30
+        )
+        seen["form"] = {"status": posted.status_code, "url": posted.url}
+        assert posted.status_code == 200, (posted.status_code, posted.text[:500])
+        assert marker in posted.text, posted.text[:1000]
+    for path in args.refused:
+        elsewhere = browser.get(
+            f"https://{portal}{path}", verify=PORTAL_TLS, allow_redirects=False, timeout=20
+        )
+        seen.setdefault("refused", {})[path] = elsewhere.status_code
+        assert elsewhere.status_code in (403, 404), (path, elsewhere.status_code)
+        assert args.marker is None or args.marker not in elsewhere.text, elsewhere.text[:500]
 
-    # a login that is no cluster account: OOD's user-map failure page, not a server error
-    stranger, back = login(portal, ca, "sub-mallory")
+    # a login that is no cluster account: OOD's user-map failure page (mod_ood_proxy adds
+    # ?redir=), not a server error
+    stranger, back = login(portal, ca, "sub-mallory", page)
     assert back.status_code == 302, back.status_code
     refused = stranger.get(
-        f"https://{portal}/portal/", verify=PORTAL_TLS, allow_redirects=False, timeout=20
+        f"https://{portal}{page}", verify=PORTAL_TLS, allow_redirects=False, timeout=20
     )
     seen["mallory"] = {"status": refused.status_code, "location": refused.headers.get("Location")}
     assert refused.status_code == 302, refused.status_code
-    assert refused.headers["Location"].endswith("/public/slurm-app/no-cluster-account.html")
+    location = refused.headers["Location"].split("?")[0]
+    assert location.endswith("/public/slurm-app/no-cluster-account.html"), location
     explained = stranger.get(
         urljoin(f"https://{portal}/", refused.headers["Location"]), verify=PORTAL_TLS, timeout=20
     )
     assert explained.status_code == 200 and "No account on the" in explained.text
 
     # a user of another project with the account's very name: the group check refuses them
-    outsider, back = login(portal, ca, f"sub-outsider-{account}")
+    outsider, back = login(portal, ca, f"sub-outsider-{account}", page)
     assert back.status_code == 302, back.status_code
     kept_out = outsider.get(
-        f"https://{portal}/portal/", verify=PORTAL_TLS, allow_redirects=False, timeout=20
+        f"https://{portal}{page}", verify=PORTAL_TLS, allow_redirects=False, timeout=20
     )
     seen["outsider"] = {"status": kept_out.status_code}
     assert kept_out.status_code == 401, (kept_out.status_code, kept_out.text[:500])
     assert "remote-user" not in kept_out.text
+    assert args.marker is None or args.marker not in kept_out.text
 
     # logout ends the session: the next request goes to the provider again
     out = browser.get(
@@ -128,7 +174,7 @@ def main() -> None:
     assert local.status_code == 302, local.status_code
     assert local.headers["Location"].startswith(f"{issuer}/oauth2/end_session?"), local.headers
     after = browser.get(
-        f"https://{portal}/portal/", verify=PORTAL_TLS, allow_redirects=False, timeout=20
+        f"https://{portal}{page}", verify=PORTAL_TLS, allow_redirects=False, timeout=20
     )
     assert after.status_code == 302 and after.headers["Location"].startswith(issuer), after.headers
     print(json.dumps(seen))

@@ -1,6 +1,8 @@
 """What the end-to-end modules share: a lab host's shell, the driver as the platform runs it."""
 
+import io
 import json
+import tarfile
 from pathlib import Path
 
 from conftest import VENV, console_script
@@ -50,3 +52,51 @@ def lab_operation(
 def teardown_paths(by_host: dict[str, list[dict]]) -> dict[str, list[str]]:
     """A result's destroyed (or kept) data: each host's paths, without sizes."""
     return {host: [entry["path"] for entry in entries] for host, entries in by_host.items()}
+
+
+def upload(lab_name: str, host: str, sources: dict[str, Path], destination: str) -> None:
+    """Files of this machine into a lab host under `destination` (each source at its name
+    there), root's and readable by anyone."""
+
+    def readable(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.mode = 0o755 if info.isdir() or info.mode & 0o100 else 0o644
+        return info
+
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name, path in sources.items():
+            tar.add(path, arcname=name, filter=readable)
+    on_host(lab_name, host, f"install -d -m 0755 {destination}")
+    lab.host_container(lab_name, host).put_archive(destination, archive.getvalue())
+
+
+# Where Debian's ondemand package puts them; the shims stand in for gems Debian lacks.
+OOD_UPSTREAM_LAYOUT = {
+    "ood-portal-generator": "ondemand-v4.2.3/ood-portal-generator",
+    "mod_ood_proxy": "ondemand-v4.2.3/mod_ood_proxy",
+    "ondemand/shims": "shims",
+}
+
+
+def lay_out_ood_upstream(lab_name: str, host: str, upstream: Path) -> None:
+    """Open OnDemand's portal generator and mod_ood_proxy on a lab host where its package puts
+    them (/opt/ood), with Debian's ruby to run the generator: the open_ondemand role then
+    takes the path it takes with the package (update_ood_portal writes Apache's site, the
+    site loads mod_ood_proxy's Lua). The generator's profile reads /opt/ood/ondemand/enable
+    (the package's environment file): here it puts the shims on ruby's path."""
+    on_host(
+        lab_name,
+        host,
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
+        "ruby ruby-bcrypt ruby-ffi ruby-rexml >/dev/null",
+    )
+    upload(
+        lab_name,
+        host,
+        {name: upstream / source for name, source in OOD_UPSTREAM_LAYOUT.items()},
+        "/opt/ood",
+    )
+    on_host(
+        lab_name, host, "echo 'export RUBYLIB=/opt/ood/ondemand/shims' > /opt/ood/ondemand/enable"
+    )

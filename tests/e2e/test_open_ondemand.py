@@ -2,27 +2,43 @@
 (a one-host same_node cluster on the platform's storage: one volume at /workspace on every lab
 host, the portal's too): a companion portal on its own lab host, then a co-hosted one on the
 controller. A local OIDC provider (molecule/ood/oidc_provider.py: oidc-provider-mock over
-TLS, client registration required) runs on the lab network's gateway; the site settings say
-Open OnDemand is not installed (the lab's), so Apache with mod_auth_openidc serves the login."""
+TLS, client registration required) runs on the lab network's gateway. Open OnDemand's
+package cannot be installed here: upstream's own portal generator and mod_ood_proxy are laid
+out on the portal host where the package puts them (lab_tools.lay_out_ood_upstream), so the
+role writes Apache's site with update_ood_portal as with the package; only the per-user
+nginx and the Rails dashboard (the PUN) are absent."""
 
-import io
 import json
+import re
 import subprocess
 import sys
-import tarfile
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 from conftest import ROOT, VENV, console_script
-from lab_tools import lab_operation, on_host, platform_env, run_request, teardown_paths
+from lab_tools import (
+    lab_operation,
+    lay_out_ood_upstream,
+    on_host,
+    platform_env,
+    run_request,
+    teardown_paths,
+    upload,
+)
 
 from driver.lab import lab
 from driver.lab.hosts import network_name
 
 pytestmark = pytest.mark.containers
 SPEC = lab.LabSpec(
-    name="ood", workers=1, distro="trixie", placement="same_node", storage="platform_mount"
+    name="ood",
+    workers=1,
+    distro="trixie",
+    placement="same_node",
+    storage="platform_mount",
+    interactive_runtimes=("jupyter",),
 )
 CONTROLLER = f"{SPEC.name}-ctl"
 PORTAL = f"{SPEC.name}-portal"
@@ -32,6 +48,8 @@ AUDIT_NOTICE = (
     "Actions taken in the HPC Portal are managed by Slurm, not tracked in platform audit logs."
 )
 USER = lab.LAB_USER["name"]
+HERE = Path(__file__).parent
+E2E_TOOLS = "/opt/slurm-app-e2e"
 HOME = f"{lab.LAB_MOUNT}/home/{USER}"
 
 
@@ -55,13 +73,26 @@ def _gateway() -> str:
 
 
 @pytest.fixture(scope="module")
-def portal(docker_engine, tmp_path_factory):
+def portal(docker_engine, ood_upstream, tmp_path_factory):
     state = tmp_path_factory.mktemp("driver-state")
     env = platform_env(state)
     lab.down(SPEC.name)
     code, result = run_request(lab.up(SPEC), env)
     assert code == 0, result
     lab.add_host(SPEC.name, PORTAL)
+    lay_out_ood_upstream(SPEC.name, PORTAL, ood_upstream)
+    # OOD's job library and this folder's scripts that drive it as the dashboard would
+    upload(
+        SPEC.name,
+        PORTAL,
+        {
+            "shims": ood_upstream / "shims",
+            "ood_core": ood_upstream / "ood_core-v0.31.1",
+            "ood_support": ood_upstream / "ood_support-v0.0.5",
+            **{name: HERE / name for name in ("ood_core_jobs.rb", "ood_session.rb")},
+        },
+        E2E_TOOLS,
+    )
     provider = tmp_path_factory.mktemp("oidc")
     subprocess.run(
         [sys.executable, PROVIDER, "start", _gateway(), "9444", provider, _redirect_uri()],
@@ -80,7 +111,7 @@ def portal(docker_engine, tmp_path_factory):
         )
     config = {
         "portal_title": "Lab Portal",
-        "interactive_apps": ["jupyter", "vscode"],
+        "interactive_apps": ["jupyter"],
         "oidc": {
             "issuer_url": (provider / "issuer").read_text(),
             "client_id": (provider / "client_id").read_text(),
@@ -145,7 +176,15 @@ def test_companion_deploy_reports_the_portal_and_the_audit_notice(portal):
     assert detail["hosts_touched"] == [CONTROLLER, PORTAL]
     assert result["hosts"][CONTROLLER]["changed"] == 0
     state = detail["portal"]
-    assert state["services"] == {"apache2": "running", "munge": "running", "sackd": "running"}
+    assert state["services"] == {
+        "apache2": "running",
+        "munge": "running",
+        "sackd": "running",
+        "prometheus-node-exporter": "running",
+    }
+    # the manifest's exporter of the portal answers where it is declared
+    with urllib.request.urlopen(f"http://{_address(PORTAL)}:9100/metrics", timeout=10) as answer:
+        assert "node_exporter_build_info" in answer.read().decode()
     assert state["slurm_client_answers"] is True
     assert str(state["oidc_metadata"]["status"]) == "200", state["oidc_metadata"]
     assert state["ondemand_version"] is None
@@ -157,6 +196,27 @@ def test_companion_deploy_reports_the_portal_and_the_audit_notice(portal):
     for secret in (portal["secret"], _passphrase()):
         assert secret not in output
         assert secret not in json.dumps(result)
+
+
+def test_an_unchanged_redeploy_skips_the_converge_and_a_hand_edit_is_repaired(portal):
+    """The same request again, on a portal as the last deploy left it: nothing converges, the
+    Slurm client is proven again. A hand edit of what the role manages makes the next deploy
+    converge and put it back."""
+    started = time.monotonic()
+    code, result, output = portal["operation"](PORTAL, "deploy")
+    elapsed = time.monotonic() - started
+    assert code == 0, output[-4000:]
+    assert result["changed"] == 0, result
+    state = result["adapter_detail"]["portal"]
+    assert state["converge_skipped"] is True and state["slurm_client_answers"] is True
+    print(f"unchanged portal re-run: {elapsed:.1f} s")
+    cluster_file = f"/etc/ood/config/clusters.d/{SPEC.name}.yml"
+    before = _portal(f"cat {cluster_file}")
+    _portal(f"echo '# hand edit' >> {cluster_file}")
+    code, result, output = portal["operation"](PORTAL, "deploy")
+    assert code == 0, output[-4000:]
+    assert result["adapter_detail"]["portal"]["converge_skipped"] is False
+    assert result["changed"] > 0 and _portal(f"cat {cluster_file}") == before
 
 
 def test_the_cluster_user_submits_and_queries_from_the_portal(portal):
@@ -176,80 +236,118 @@ def test_the_cluster_user_submits_and_queries_from_the_portal(portal):
     assert _portal(key) == _controller(key)
 
 
-E2E_TOOLS = "/opt/slurm-app-e2e"
-
-
-def _upload(host: str, sources: dict[str, Path], destination: str) -> None:
-    """Files of this machine into a lab host, root's and readable by anyone."""
-
-    def readable(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 0
-        info.mode = 0o755 if info.isdir() or info.mode & 0o100 else 0o644
-        return info
-
-    archive = io.BytesIO()
-    with tarfile.open(fileobj=archive, mode="w") as tar:
-        for name, path in sources.items():
-            tar.add(path, arcname=name, filter=readable)
-    on_host(SPEC.name, host, f"install -d -m 0755 {destination}")
-    lab.host_container(SPEC.name, host).put_archive(destination, archive.getvalue())
-
-
-def test_ood_core_runs_the_users_jobs_and_a_session_from_the_portal(portal, ood_upstream):
-    """Open OnDemand's own job library, as the dashboard uses it, as the cluster user on the
-    companion portal with the rendered clusters.d: a batch_connect session (ood_core's basic
-    template around a script, the cluster's set_host) runs on the node and writes its
-    connection.yml into the user's home on the platform's storage, where the portal reads it;
-    a long job is listed by info_all and deleted. No `-M`: accounting is only on the
-    controller."""
-    _portal(
-        "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ruby ruby-ffi ruby-rexml >/dev/null"
-    )
-    _upload(
-        PORTAL,
-        {
-            "shims": ood_upstream / "shims",
-            "ood_core": ood_upstream / "ood_core-v0.31.1",
-            "ood_support": ood_upstream / "ood_support-v0.0.5",
-            "ood_core_jobs.rb": Path(__file__).with_name("ood_core_jobs.rb"),
-        },
-        E2E_TOOLS,
-    )
-    work = f"{HOME}/ondemand/data/sys/dashboard/batch_connect/sys/e2e/output/session-1"
+def _ood_ruby(script: str, *args: str) -> dict:
+    """One of this folder's Ruby scripts, run by Debian's ruby with OOD's job library as the
+    cluster user in the home on the portal (the dashboard's process); its JSON output."""
     libraries = " ".join(
         f"-I {E2E_TOOLS}/{lib}" for lib in ("shims", "ood_core/lib", "ood_support/lib")
     )
-    seen = json.loads(
+    return json.loads(
         _portal(
-            f"cd {HOME} && runuser -u {USER} -- ruby {libraries} {E2E_TOOLS}/ood_core_jobs.rb "
-            f"/etc/ood/config/clusters.d {work}"
+            f"cd {HOME} && runuser -u {USER} -- ruby {libraries} {E2E_TOOLS}/{script} "
+            + " ".join(args)
         ).splitlines()[-1]
     )
+
+
+def test_ood_core_submits_lists_and_deletes_the_users_jobs_from_the_portal(portal):
+    """Open OnDemand's own job library, as the dashboard uses it, as the cluster user on the
+    companion portal with the rendered clusters.d: it finds the cluster, a job it submits is
+    listed by info_all, and deleted. No `-M`: accounting is only on the controller."""
+    seen = _ood_ruby("ood_core_jobs.rb", "/etc/ood/config/clusters.d", HOME)
     assert seen["clusters"] == [SPEC.name]
-    assert seen["states"][-1] == "completed", seen
-    assert seen["connection"] is not None, _portal(f"cat {work}/output.log")
-    connection = yaml.safe_load(seen["connection"])
-    # the node's address as Slurm knows it: where the portal's /node/ proxy goes
-    assert connection["host"] == _address(CONTROLLER)
-    assert isinstance(connection["port"], int) and len(str(connection["password"])) == 16
-    assert _controller(f"cat {work}/connection.yml") == seen["connection"]
     assert seen["long"] in seen["listed"]
     assert seen["deleted"] == "completed"
 
 
-def test_a_login_through_the_portal_sees_the_cluster_account(portal):
-    checked = subprocess.run(
-        [sys.executable, LOGIN_CHECK, _address(PORTAL), portal["provider"], "good", USER],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
+LOOPBACK_PORT = 8765
+SESSION_DIR = f"{HOME}/ondemand/data/sys/dashboard/batch_connect/sys/jupyter/output/e2e-session"
+
+
+def test_a_jupyter_session_runs_on_the_node_and_the_user_reaches_it_through_the_portal(portal):
+    """The whole interactive path against upstream's code: the app's templates rendered and
+    wrapped by ood_core, submitted by its Slurm adapter; Debian's Jupyter Notebook (the
+    cluster's interactive_runtimes) starts on the node and after.sh holds connection.yml back
+    until it listens; Apache's site as upstream's generator writes it, mod_ood_proxy's Lua
+    mapping the login through the bundle's account check and proxying /node/<address>/<port>/
+    to Jupyter, whose login takes the view's password. A stranger is sent to the no-account
+    page, a user of another project's group gets 401, and neither the portal's own 127.0.0.1
+    (a server listens there) nor a host outside the cluster is reachable through the proxy."""
+    site = _portal("cat /etc/apache2/sites-available/ood-portal.conf")
+    assert "Generated using ood-portal-generator" in site
+    assert 'LuaRoot "/opt/ood/mod_ood_proxy/lib"' in site
+    _portal(
+        f"(setsid runuser -u www-data -- python3 -m http.server --bind 127.0.0.1 {LOOPBACK_PORT} "
+        "--directory /tmp >/dev/null 2>&1 &) && sleep 1"
     )
+    # the app launched as the dashboard launches it: form values as the browser posts them
+    session = _ood_ruby(
+        "ood_session.rb",
+        "/etc/ood/config/clusters.d",
+        "/var/www/ood/apps/sys/jupyter",
+        SESSION_DIR,
+        "bc_num_slots=1",
+    )
+    try:
+        connection = session["connection"]
+        assert connection is not None, (
+            session,
+            _portal(f"cat {SESSION_DIR}/output.log"),
+        )
+        host, port, password = connection["host"], connection["port"], str(connection["password"])
+        # the node's address as Slurm knows it, where the portal's /node/ proxy goes; the
+        # file written on the node, read on the portal: the home on the platform's storage
+        assert host == _address(CONTROLLER)
+        assert len(password) == 16
+        assert "port: " in _controller(f"cat {SESSION_DIR}/connection.yml")
+        print(f"session start to connection.yml: {session['seconds_to_connection']} s")
+        # the Connect button: a form posting the password to Jupyter's login behind /node/
+        action = re.search(r'<form action="([^"]+)"', session["view"]).group(1)
+        assert action == f"/node/{host}/{port}/login"
+        assert f'name="password" value="{password}"' in session["view"]
+        checked = subprocess.run(
+            [
+                sys.executable,
+                LOGIN_CHECK,
+                _address(PORTAL),
+                portal["provider"],
+                "good",
+                USER,
+                "--page",
+                action,
+                "--marker",
+                "Password or token",
+                "--form",
+                action,
+                "password",
+                password,
+                f'data-base-url="/node/{host}/{port}/"',
+                "--refused",
+                f"/node/127.0.0.1/{LOOPBACK_PORT}/",
+                "--refused",
+                f"/rnode/127.0.0.1/{LOOPBACK_PORT}/",
+                "--refused",
+                f"/node/169.254.169.254/{LOOPBACK_PORT}/",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        # the token is in the job's environment, never on a command line the node shows
+        assert password not in _controller("ps -eo args")
+    finally:
+        _controller(f"scancel {session['job']}")
+        _portal(f"pkill -f 'http[.]server --bind 127.0.0.1 {LOOPBACK_PORT}' || true")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     seen = json.loads(checked.stdout)
-    assert seen[USER]["status"] == 200
+    assert seen[USER]["status"] == 200 and "/tree" in seen["form"]["url"], seen
+    assert set(seen["refused"].values()) <= {403, 404}, seen
     # issue 18 (6): the same name from another project's group is refused
     assert seen["outsider"]["status"] == 401
+    # mod_ood_proxy's own log hook names the account the login was mapped to
+    log = _portal("cat /var/log/apache2/*_error_ssl.log")
+    assert f'local_user="{USER}"' in log, log[-2000:]
 
 
 def test_status_names_a_stopped_sackd_and_restart_brings_it_back(portal):
@@ -386,7 +484,7 @@ def test_decommission_takes_the_companion_portal_off_and_leaves_the_cluster(port
     assert _portal(f"ls {HOME}").strip() and _controller(f"ls {HOME}").strip()
     left = _portal(
         "dpkg-query -W -f '${Package} ${Status}\\n' apache2 libapache2-mod-auth-openidc munge "
-        "slurm-client sackd 2>/dev/null | grep ' installed$' || true; "
+        "slurm-client sackd prometheus-node-exporter 2>/dev/null | grep ' installed$' || true; "
         f"ls -d /etc/ood /etc/munge /var/www/ood 2>/dev/null || true; id {USER} 2>&1 || true"
     )
     assert left.strip() == f"id: '{USER}': no such user", left

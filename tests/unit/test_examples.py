@@ -63,7 +63,8 @@ def test_open_ondemand_manifest_matches_product_spec():
         "rstudio",
         "desktop",
     ]
-    assert config["interactive_apps"]["default"] == ["jupyter", "vscode"]
+    # none unless asked: each app offered must have its runtime on the linked cluster
+    assert config["interactive_apps"]["default"] == []
     ui = version.ui
     assert ui.endpoint is not None and ui.auth is not None and ui.embedding is not None
     assert (ui.endpoint.type, ui.endpoint.component_key, ui.endpoint.port) == (

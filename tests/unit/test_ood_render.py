@@ -54,9 +54,11 @@ def rendered(tmp_path_factory) -> dict:
         "open_ondemand_cluster_name": "research",
         "open_ondemand_login_host": "10.40.0.10",
         "open_ondemand_node_addresses": ["10.40.0.10", "10.40.0.11"],
+        "open_ondemand_node_gpus": 4,
         "open_ondemand_portal_title": "GPU Cloud HPC Portal",
         "open_ondemand_server_name": "ood.research.example.com",
         "open_ondemand_interactive_apps": ["jupyter", "vscode", "desktop"],
+        "open_ondemand_embed_origins": ["https://console.gpu.example.com"],
         "open_ondemand_oidc": {
             "issuer_url": "https://keycloak.example.com/realms/gpuaas",
             "client_id": "ood-portal",
@@ -230,6 +232,12 @@ def test_upstreams_generator_proxies_sessions_to_the_clusters_nodes_only(
             assert pattern.match(f"{host}/8888/lab"), (uri, host)
         for host in ("127.0.0.1", "169.254.169.254", "10.40.0.100", "10x40.0.10", "ood-portal"):
             assert not pattern.match(f"{host}/9090/"), (uri, host)
+    # framed by the portal and the platform's page only; the framed login keeps its cookies
+    assert (
+        'Header always set Content-Security-Policy "frame-ancestors '
+        'https://ood.research.example.com https://console.gpu.example.com;"'
+    ) in site
+    assert "\n  OIDCCookieSameSite None\n" in site
     # the login is mapped by the bundle's account check, a stranger sent to its page
     assert 'SetEnv OOD_USER_MAP_CMD "/etc/ood/config/slurm-app/user_map"' in site
     assert 'SetEnv OOD_MAP_FAIL_URI "/public/slurm-app/no-cluster-account.html"' in site
@@ -251,3 +259,40 @@ def test_ood_core_reads_the_cluster_and_submits_without_minus_m(rendered, ood_up
     assert seen["cluster"] is None
     assert seen["bin"] == "/usr/bin"
     assert "NodeAddr" in seen["set_host"]
+
+
+# The dashboard renders an app's submit.yml.erb with the form's values (strings, as a browser
+# sends them) and hands `script.native` to the job adapter as sbatch options.
+SUBMIT_OPTIONS = """
+Form = Struct.new(:bc_num_slots, :gpus) { def scope = binding }
+text = File.read(ARGV[0])
+puts(ARGV[1..].each_slice(2).map do |slots, gpus|
+  rendered = ERB.new(text, trim_mode: "-").result(Form.new(slots, gpus).scope)
+  YAML.safe_load(rendered)["script"]["native"]
+end.to_json)
+"""
+
+
+# (bc_num_slots, gpus) pairs as a browser posts them
+FORMS = ("1", "2", "2", "0", "", "", "1", "9", "1", "-3", "1", "2; touch /tmp/x")
+
+
+def test_the_gpu_field_asks_slurm_for_gres_within_the_largest_node(rendered):
+    submit = rendered["root"] / "var/www/ood/apps/sys/jupyter/submit.yml.erb"
+    ran = subprocess.run(
+        ["ruby", "-rerb", "-ryaml", "-rjson", "-e", SUBMIT_OPTIONS, str(submit), *FORMS],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == [
+        ["--nodes=1", "--gres=gpu:2"],
+        ["--nodes=2"],
+        ["--nodes=1"],
+        # at most the largest node's 4, never below 0, only the number of a pasted value
+        ["--nodes=1", "--gres=gpu:4"],
+        ["--nodes=1"],
+        ["--nodes=1", "--gres=gpu:2"],
+    ]

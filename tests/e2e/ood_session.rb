@@ -1,0 +1,67 @@
+# Run on a lab portal as the cluster user, with Open OnDemand's job library (ood_core) loaded:
+# what the dashboard does when a user launches an interactive app from its form. Prints one
+# JSON object.
+#   ruby ood_session.rb CLUSTERS_D APP_DIR WORK_DIR [FORM_FIELD=VALUE ...]
+# 1. renders the app's submit.yml.erb with the form's values (strings, as a browser sends
+#    them) and its template/*.erb into WORK_DIR (the session folder under the user's home);
+# 2. wraps template/script.sh in ood_core's batch_connect template of the app's submit.yml,
+#    with the cluster's settings (set_host), and submits it with the app's sbatch options;
+# 3. waits until the job has written connection.yml (after.sh waits for the server's port),
+#    renders the app's view with the connection's values, and prints what the Connect button
+#    posts. The job keeps running: the caller ends it.
+require "erb"
+require "fileutils"
+require "json"
+require "yaml"
+require "ood_core"
+
+clusters_d, app_dir, work_dir, *fields = ARGV
+form = fields.to_h { |field| field.split("=", 2) }
+cluster = OodCore::Clusters.load_file(clusters_d).first
+
+# The dashboard's binding: each form attribute is a method returning the submitted string.
+class Scope
+  def initialize(values) = @values = values
+  def method_missing(name, *) = @values.fetch(name.to_s) { super }
+  def respond_to_missing?(name, include_private = false) = @values.key?(name.to_s) || super
+  def render(text) = ERB.new(text, trim_mode: "-").result(binding)
+end
+
+submit = YAML.safe_load(Scope.new(form).render(File.read(File.join(app_dir, "submit.yml.erb"))))
+FileUtils.mkdir_p(work_dir)
+Dir.glob(File.join(app_dir, "template", "*.erb")).each do |template|
+  target = File.join(work_dir, File.basename(template, ".erb"))
+  File.write(target, Scope.new(form).render(File.read(template)))
+  File.chmod(File.stat(template).mode & 0o777, target)
+end
+
+batch_connect = submit.fetch("batch_connect").transform_keys(&:to_sym)
+content = cluster.batch_connect_template(batch_connect.merge(work_dir: work_dir)).to_s
+started = Time.now
+job = cluster.job_adapter.submit(
+  OodCore::Job::Script.new(
+    content: content, workdir: work_dir, job_name: "ood-e2e-jupyter", wall_time: 900,
+    output_path: File.join(work_dir, "output.log"), shell_path: "/bin/bash",
+    native: submit.dig("script", "native")
+  )
+)
+connection_file = File.join(work_dir, "connection.yml")
+states = []
+deadline = started + 300
+until File.size?(connection_file) || Time.now > deadline
+  state = cluster.job_adapter.info(job).status.to_sym
+  states << state unless states.last == state
+  break if state == :completed
+
+  sleep 1
+end
+connection = File.size?(connection_file) ? YAML.safe_load(File.read(connection_file)) : nil
+view = connection && Scope.new(connection.transform_values(&:to_s)).render(
+  File.read(File.join(app_dir, "view.html.erb"))
+)
+
+puts({
+  job: job, states: states, native: submit.dig("script", "native"),
+  seconds_to_connection: connection && (Time.now - started).round(1),
+  connection: connection, view: view
+}.to_json)
