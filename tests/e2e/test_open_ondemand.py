@@ -62,6 +62,21 @@ def _redirect_uri() -> str:
     return f"https://{_address(PORTAL)}/oidc"
 
 
+def _upload_ood_tools(host: str, upstream: Path) -> None:
+    """OOD's job library and this folder's scripts that drive it as the dashboard would."""
+    upload(
+        SPEC.name,
+        host,
+        {
+            "shims": upstream / "shims",
+            "ood_core": upstream / "ood_core-v0.31.1",
+            "ood_support": upstream / "ood_support-v0.0.5",
+            **{name: HERE / name for name in ("ood_core_jobs.rb", "ood_session.rb")},
+        },
+        E2E_TOOLS,
+    )
+
+
 def _gateway() -> str:
     inspected = subprocess.run(
         ["docker", "network", "inspect", network_name(SPEC.name)],
@@ -81,18 +96,7 @@ def portal(docker_engine, ood_upstream, tmp_path_factory):
     assert code == 0, result
     lab.add_host(SPEC.name, PORTAL)
     lay_out_ood_upstream(SPEC.name, PORTAL, ood_upstream)
-    # OOD's job library and this folder's scripts that drive it as the dashboard would
-    upload(
-        SPEC.name,
-        PORTAL,
-        {
-            "shims": ood_upstream / "shims",
-            "ood_core": ood_upstream / "ood_core-v0.31.1",
-            "ood_support": ood_upstream / "ood_support-v0.0.5",
-            **{name: HERE / name for name in ("ood_core_jobs.rb", "ood_session.rb")},
-        },
-        E2E_TOOLS,
-    )
+    _upload_ood_tools(PORTAL, ood_upstream)
     provider = tmp_path_factory.mktemp("oidc")
     subprocess.run(
         [sys.executable, PROVIDER, "start", _gateway(), "9444", provider, _redirect_uri()],
@@ -138,7 +142,10 @@ def portal(docker_engine, ood_upstream, tmp_path_factory):
         path = request(host, kind, change)
         ran = console_script("run", str(path), env=env, timeout=1200)
         lines = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
-        return ran.returncode, lines[-1]["result"], ran.stdout + ran.stderr
+        result = lines[-1]["result"]
+        # the times the README reports (seen with pytest -s)
+        print(f"{kind} on {host}: {result.get('duration_s')} s, {result.get('changed')} changes")
+        return ran.returncode, result, ran.stdout + ran.stderr
 
     deployed = operation(PORTAL, "deploy")
     yield {
@@ -148,6 +155,7 @@ def portal(docker_engine, ood_upstream, tmp_path_factory):
         "deployed": deployed,
         "provider": provider,
         "secret": client_secret,
+        "upstream": ood_upstream,
     }
     subprocess.run([sys.executable, str(PROVIDER), "stop", str(provider)], check=False)
     lab.down(SPEC.name)
@@ -236,16 +244,18 @@ def test_the_cluster_user_submits_and_queries_from_the_portal(portal):
     assert _portal(key) == _controller(key)
 
 
-def _ood_ruby(script: str, *args: str) -> dict:
+def _ood_ruby(script: str, *args: str, host: str = PORTAL) -> dict:
     """One of this folder's Ruby scripts, run by Debian's ruby with OOD's job library as the
-    cluster user in the home on the portal (the dashboard's process); its JSON output."""
+    cluster user in the home on the portal's host (the dashboard's process); its JSON output."""
     libraries = " ".join(
         f"-I {E2E_TOOLS}/{lib}" for lib in ("shims", "ood_core/lib", "ood_support/lib")
     )
     return json.loads(
-        _portal(
+        on_host(
+            SPEC.name,
+            host,
             f"cd {HOME} && runuser -u {USER} -- ruby {libraries} {E2E_TOOLS}/{script} "
-            + " ".join(args)
+            + " ".join(args),
         ).splitlines()[-1]
     )
 
@@ -387,6 +397,15 @@ def test_a_cohosted_portal_comes_and_goes_leaving_the_cluster_as_it_was(portal):
     assert code == 0, output[-4000:]
     assert result["adapter_detail"]["portal"]["services"] == {"apache2": "running"}
     assert result["adapter_detail"]["portal"]["slurm_client_answers"] is True
+    # OOD's job library on the co-hosted portal, as its dashboard would run it
+    _controller(
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
+        "ruby ruby-ffi ruby-rexml >/dev/null"
+    )
+    _upload_ood_tools(CONTROLLER, portal["upstream"])
+    seen = _ood_ruby("ood_core_jobs.rb", "/etc/ood/config/clusters.d", HOME, host=CONTROLLER)
+    assert seen["clusters"] == [SPEC.name] and seen["long"] in seen["listed"], seen
+    assert seen["deleted"] == "completed"
     code, result, output = portal["operation"](CONTROLLER, "decommission")
     assert code == 0, output[-4000:]
     destroyed = [e["path"] for e in result["adapter_detail"]["destroyed"][CONTROLLER]]

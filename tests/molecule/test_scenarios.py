@@ -5,6 +5,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import OOD_UPSTREAM_CANDIDATES
 
 from driver.lab.images import build_image
 
@@ -31,6 +32,10 @@ def test_molecule_scenario(docker_engine, scenario, distro, tmp_path):
         "NO_COLOR": "1",
         # the ood scenario's provider files (client secret among them), kept for the scan below
         "SLURM_APP_OOD_TEST_DIR": str(tmp_path / "oidc"),
+        # OOD's own code for the ood scenario's job-library check (skipped without it)
+        "SLURM_APP_OOD_UPSTREAM": str(
+            next((path for path in OOD_UPSTREAM_CANDIDATES if path.is_dir()), "")
+        ),
     }
     log = tmp_path / "molecule.log"
     with log.open("w") as sink:
