@@ -8,6 +8,7 @@ import yaml
 from conftest import EXAMPLES, MANIFESTS, ROOT
 
 from driver.apps import ADAPTERS, adapter_for
+from driver.apps.open_ondemand import APP_RUNTIMES
 from driver.apps.slurm_reference import OPTION_VARS, PENDING_OPTIONS
 from driver.documents import load_json
 from driver.models.manifest import CatalogEntry
@@ -272,3 +273,26 @@ def test_status_only_reads(playbook):
                     assert each[action].get("method", "GET") == "GET", (role, each["name"])
                 seen += 1
     assert seen > 5
+
+
+def _manifest_config(slug: str) -> dict:
+    manifest = yaml.safe_load((ROOT / "manifests" / slug / "manifest.yaml").read_text())
+    return manifest["versions"][0]["config_schema"]["properties"]
+
+
+def test_the_portal_role_checks_framing_origins_with_the_manifests_pattern():
+    """The role's own check and the request's schema refuse the same origins."""
+    role_vars = yaml.safe_load((ROOT / "roles/open_ondemand/vars/main.yml").read_text())
+    pattern = _manifest_config("open-ondemand")["embed_origins"]["items"]["pattern"]
+    assert pattern == role_vars["__open_ondemand_origin_pattern"]
+
+
+def test_every_interactive_runtime_is_installable_and_every_app_runtime_exists():
+    """The runtimes the cluster's manifest offers, the packages slurm_worker installs for
+    them and the runtimes the portal's apps need name the same things."""
+    offered = _manifest_config("slurm-reference")["interactive_runtimes"]["items"]["enum"]
+    worker_vars = yaml.safe_load((ROOT / "roles/slurm_worker/vars/Debian.yml").read_text())
+    assert sorted(offered) == sorted(worker_vars["__slurm_worker_runtime_packages"])
+    assert set(APP_RUNTIMES.values()) <= set(offered)
+    apps = _manifest_config("open-ondemand")["interactive_apps"]["items"]["enum"]
+    assert set(APP_RUNTIMES) <= set(apps)
