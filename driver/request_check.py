@@ -204,6 +204,8 @@ class _Rules:
         self.doc, self.request, self.version = doc, request, version
         self.findings: list[Finding] = []
         self.allocation_ids = {a.id for a in request.allocations}
+        # An app's rules read its linked instances' configs, trusting their schema's shapes
+        self.linked_configs_valid = True
 
     def add(self, code: str, path: LinePath, message: str) -> None:
         self.findings.append(self.doc.finding(code, path, message))
@@ -458,6 +460,7 @@ class _Rules:
             self.doc, version.config_schema, linked.config, (*base, "config"), "config"
         )
         self.findings += config_findings
+        self.linked_configs_valid &= not config_findings
         if not config_findings:
             for violation in adapter_for(linked.app_slug).config_rules(
                 linked.config, (*base, "config")
@@ -639,9 +642,10 @@ def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
     bound = rules.placement()
     rules.members(bound)
     rules.target()
-    for violation in adapter_for(loaded.entry.slug).rules(request, version):
-        rules.add(violation.code, violation.path, violation.message)
     rules.linked_instances()
+    if rules.linked_configs_valid:
+        for violation in adapter_for(loaded.entry.slug).rules(request, version):
+            rules.add(violation.code, violation.path, violation.message)
     if not request.credentials.secrets_dir:
         for path, _name in _secret_refs(request.instance.config, ("instance", "config")):
             rules.add(
