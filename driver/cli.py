@@ -251,10 +251,10 @@ def cmd_lab(args: argparse.Namespace) -> int:
     try:
         from driver.lab import lab
     except ModuleNotFoundError as exc:
-        if exc.name != "docker":
+        if exc.name not in ("docker", "filelock"):
             raise
         return _usage(
-            "the lab needs the docker SDK: pip install 'slurm-app-bundle[lab]' "
+            f"the lab needs {exc.name}: pip install 'slurm-app-bundle[lab]' "
             "(scripts/setup.sh installs it)",
             "human",
         )

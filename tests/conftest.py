@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -76,11 +77,15 @@ def _runtime_key() -> str:
 @pytest.fixture(scope="session")
 def runtime_venv() -> Path:
     """`pip install .` into a clean venv, runtime dependencies only, as the platform installs
-    the driver. Cached under .venv/ by the hash of what it is built from."""
+    the driver. Cached under .venv/ by the hash of what it is built from; the test workers
+    build it one at a time."""
     cache = ROOT / ".venv" / "runtime-install"
     venv = cache / _runtime_key()
-    if (venv / "ok").is_file():
-        return venv
+    with FileLock(ROOT / ".venv" / "runtime-install.lock"):
+        return venv if (venv / "ok").is_file() else _install_runtime(cache, venv)
+
+
+def _install_runtime(cache: Path, venv: Path) -> Path:
     if cache.exists():
         shutil.rmtree(cache)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)

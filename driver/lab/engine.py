@@ -4,16 +4,24 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import docker
 from docker.errors import DockerException
+from filelock import FileLock
 
 from driver.lab.errors import LabError
 
 DOCKERD_LOG = Path("/var/log/slurm-app-lab-dockerd.log")
+
+
+def machine_lock(name: str) -> FileLock:
+    """One process of this machine at a time starts the engine or builds an image (parallel
+    test workers, two `lab up` at once); the others wait, then find it done."""
+    return FileLock(Path(tempfile.gettempdir()) / f"slurm-app-lab-{name}.lock")
 
 
 def log(message: str) -> None:
@@ -60,11 +68,15 @@ def docker_client() -> Any:
     client = _ping()
     if client is not None:
         return client
-    _start_dockerd()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    with machine_lock("engine"):
         client = _ping()
         if client is not None:
             return client
-        time.sleep(1)
+        _start_dockerd()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            client = _ping()
+            if client is not None:
+                return client
+            time.sleep(1)
     raise LabError(f"dockerd did not come up within 60 s; see {DOCKERD_LOG}")

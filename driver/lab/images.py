@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from driver.lab.distros import DEFAULT_DISTRO, distro
-from driver.lab.engine import docker_client, log
+from driver.lab.engine import docker_client, log, machine_lock
 from driver.lab.errors import LabError
 
 IMAGE_REPOSITORY = "slurm-app-lab"
@@ -96,6 +96,14 @@ def build_image(codename: str, *, force: bool = False) -> str:
     client = docker_client()
     if not force and client.images.list(name=tag):
         return tag
+    with machine_lock(f"image-{codename}"):
+        if not force and client.images.list(name=tag):
+            return tag
+        _build(codename, tag)
+    return tag
+
+
+def _build(codename: str, tag: str) -> None:
     for tool in ("debootstrap", "chroot"):
         if shutil.which(tool) is None:
             raise LabError(f"{tool} is missing: run ./scripts/setup.sh (as root)")
@@ -134,7 +142,6 @@ def build_image(codename: str, *, force: bool = False) -> str:
         tar.wait()
         if imported.returncode != 0 or tar.returncode != 0:
             raise LabError(f"docker import failed: {imported.stderr.strip()}")
-    return tag
 
 
 if __name__ == "__main__":

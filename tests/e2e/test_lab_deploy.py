@@ -17,7 +17,8 @@ from driver.lab.engine import docker_client
 from driver.lab.hosts import LABEL
 from driver.runner.run import instance_lock
 
-pytestmark = pytest.mark.containers
+# one test worker holds this module's lab (pyproject's --dist loadgroup)
+pytestmark = [pytest.mark.containers, pytest.mark.xdist_group("test_lab_deploy")]
 
 CONTEXT_FIELDS = (
     "correlation_id",
