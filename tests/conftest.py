@@ -58,6 +58,18 @@ def docker_engine():
         pytest.fail(f"containers tests need the docker engine: {exc}")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The Molecule scenarios first, then the e2e labs, then the rest: the test workers each
+    start on a long run and share the short ones at the end, so they finish together."""
+
+    def rank(item: pytest.Item) -> int:
+        if "tests/molecule/" in item.nodeid:
+            return 0
+        return 1 if item.get_closest_marker("containers") else 2
+
+    items.sort(key=rank)
+
+
 # What the runtime-only install is built from: a change to any of it builds a fresh venv.
 RUNTIME_SOURCES = ("pyproject.toml", "ansible.cfg", "driver", "manifests", "playbooks", "roles")
 

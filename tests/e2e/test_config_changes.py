@@ -9,8 +9,7 @@ from lab_tools import on_host, platform_env, run_request
 
 from driver.lab import lab
 
-# one test worker holds this module's lab (pyproject's --dist loadgroup)
-pytestmark = [pytest.mark.containers, pytest.mark.xdist_group("test_config_changes")]
+pytestmark = pytest.mark.containers
 SPEC = lab.LabSpec(name="cfg", workers=1, distro="trixie", placement="same_node")
 
 

@@ -17,8 +17,7 @@ from driver.lab.engine import docker_client
 from driver.lab.hosts import LABEL
 from driver.runner.run import instance_lock
 
-# one test worker holds this module's lab (pyproject's --dist loadgroup)
-pytestmark = [pytest.mark.containers, pytest.mark.xdist_group("test_lab_deploy")]
+pytestmark = pytest.mark.containers
 
 CONTEXT_FIELDS = (
     "correlation_id",

@@ -31,8 +31,7 @@ from lab_tools import (
 from driver.lab import lab
 from driver.lab.hosts import network_name
 
-# one test worker holds this module's lab (pyproject's --dist loadgroup)
-pytestmark = [pytest.mark.containers, pytest.mark.xdist_group("test_open_ondemand")]
+pytestmark = pytest.mark.containers
 SPEC = lab.LabSpec(
     name="ood",
     workers=1,

@@ -9,8 +9,7 @@ from lab_tools import lab_operation, on_host, platform_env, run_request, teardow
 
 from driver.lab import lab
 
-# one test worker holds this module's lab (pyproject's --dist loadgroup)
-pytestmark = [pytest.mark.containers, pytest.mark.xdist_group("test_slurm_22_05")]
+pytestmark = pytest.mark.containers
 SPEC = lab.LabSpec(
     name="old", workers=1, distro="bookworm", placement="separate", storage="platform_mount"
 )
