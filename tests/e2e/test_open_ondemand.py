@@ -10,8 +10,10 @@ nginx and the Rails dashboard (the PUN) are absent."""
 
 import json
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -461,6 +463,8 @@ def test_the_teardown_checks_the_users_before_it_removes_any(portal, tmp_path):
         "slurm_common_users": [{"name": "root", "uid": 2001}, {"name": "www-data", "uid": 2002}]
     }
     ssh = f"-o UserKnownHostsFile={tmp_path / 'known_hosts'} -o StrictHostKeyChecking=accept-new"
+    # ssh's control sockets need a short path (a unix socket's is at most 107 bytes)
+    control = tempfile.mkdtemp(prefix="cp-")
     ran = subprocess.run(
         [
             str(VENV / "bin" / "ansible-playbook"),
@@ -473,10 +477,15 @@ def test_the_teardown_checks_the_users_before_it_removes_any(portal, tmp_path):
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={"PATH": f"{VENV / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)},
+        env={
+            "PATH": f"{VENV / 'bin'}:/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "ANSIBLE_SSH_CONTROL_PATH_DIR": control,
+        },
         check=False,
         timeout=300,
     )
+    shutil.rmtree(control, ignore_errors=True)
     assert ran.returncode != 0, ran.stdout[-3000:]
     assert "users[0].name: expected a name that no system account" in ran.stdout, ran.stdout
     assert "changed=0" in ran.stdout
