@@ -26,6 +26,19 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 # Seconds the tree gets between SIGTERM and SIGKILL.
 GRACE_S = 5
+# Snapshots of the tree ended, at most, before the guard gives up on late forks.
+ROUNDS = 10
+
+
+def end_tree(root: psutil.Process) -> None:
+    """End every descendant of `root`, again while any is left: a worker can fork (an ssh, a
+    task's fork) between one snapshot of the tree and its end, and a loaded machine widens that
+    window. Orphans of the tree stay `root`'s descendants while it is their subreaper."""
+    for _ in range(ROUNDS):
+        tree = root.children(recursive=True)
+        if not tree:
+            return
+        end_processes(tree)
 
 
 def end_processes(processes: list[psutil.Process]) -> None:
@@ -54,7 +67,7 @@ def main() -> None:
         sys.exit("the driver is already gone")  # it died before the signal was armed
 
     def stop(number: int, _frame: FrameType | None) -> None:
-        end_processes(psutil.Process().children(recursive=True))
+        end_tree(psutil.Process())
         os._exit(128 + number)
 
     signal.signal(signal.SIGTERM, stop)
@@ -63,7 +76,11 @@ def main() -> None:
         fcntl.flock(held, fcntl.LOCK_EX)
         # Children do not inherit the descriptor (close_fds): the lock ends with the guard.
         playbook = subprocess.Popen(command)
-        sys.exit(playbook.wait())
+        code = playbook.wait()
+        # what the playbook left (its ssh control masters, a worker it did not wait for) goes
+        # before the lock does
+        end_tree(psutil.Process())
+        sys.exit(code)
 
 
 if __name__ == "__main__":

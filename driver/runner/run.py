@@ -36,7 +36,7 @@ from driver.events import (
 from driver.inventory import Inventory, build_inventory, inventory_yaml
 from driver.models.manifest import Version
 from driver.models.request import MemberStatus, OperationRequest
-from driver.runner.guard import GRACE_S, end_processes
+from driver.runner.guard import GRACE_S, end_tree
 
 
 class InstanceBusy(Exception):
@@ -231,13 +231,13 @@ def _stop_when(cancelled: Callable[[], bool]) -> Callable[[], bool]:
     def check() -> bool:
         if not cancelled():
             return False
-        tree: list[psutil.Process] = []
+        # The guard stays until its tree is gone: while it lives, what the tree forks late or
+        # orphans stays its descendant; ansible-runner SIGKILLs it as soon as this returns.
         for guard in psutil.Process().children():
             with contextlib.suppress(psutil.NoSuchProcess):
-                tree += guard.children(recursive=True)
+                end_tree(guard)
                 guard.terminate()
         # The guard itself is left to ansible-runner to reap (pexpect must see its exit).
-        end_processes(tree)
         return True
 
     return check
