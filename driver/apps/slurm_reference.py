@@ -363,7 +363,11 @@ def monitoring_vars(request: OperationRequest, monitoring: dict[str, Any]) -> di
             "admin_role": oidc.get("admin_role", "slurm-admin"),
             "allowed_groups": oidc["allowed_groups"],
             "groups_claim": oidc.get("groups_claim", "groups"),
+            "claims_from": oidc.get("claims_from", "access_token"),
         }
+    root_url = (monitoring.get("grafana") or {}).get("root_url")
+    if root_url:
+        role_vars["monitoring_grafana_root_url"] = root_url
     return role_vars
 
 

@@ -1,5 +1,5 @@
 """Run one task file of a role with real ansible-playbook against the control node itself
-(twice: the second run proves idempotence), for files whose component cannot be installed
+(twice by default: the second run proves idempotence), for files whose component cannot be installed
 here (Grafana, Open OnDemand): the role renders them into a folder the test then reads."""
 
 import json
@@ -12,10 +12,10 @@ from conftest import ROOT
 
 
 def run_role_tasks(
-    work: Path, role: str, tasks_from: str, extra: dict, address: str
+    work: Path, role: str, tasks_from: str, extra: dict, address: str, times: int = 2
 ) -> list[subprocess.CompletedProcess]:
     """`tasks_from` of `role`, with the role's Debian vars and `extra` as extra vars, on a
-    local host whose inventory address is `address`; both runs must succeed."""
+    local host whose inventory address is `address`, `times` times; every run must succeed."""
     distribution_vars = str(ROOT / "roles" / role / "vars" / "Debian.yml")
     play = [
         {
@@ -54,7 +54,7 @@ def run_role_tasks(
         subprocess.run(
             command, cwd=work, capture_output=True, text=True, env=env, check=False, timeout=300
         )
-        for _ in range(2)
+        for _ in range(times)
     ]
     for run in runs:
         assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]

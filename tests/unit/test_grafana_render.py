@@ -6,8 +6,10 @@ import configparser
 import json
 import os
 import stat
+import urllib.parse
 from pathlib import Path
 
+import jmespath
 import pytest
 import yaml
 from conftest import ROOT
@@ -109,3 +111,145 @@ def test_the_dashboards_use_the_provisioned_datasource(rendered):
                 assert target["datasource"]["uid"] == datasource["uid"]
                 assert target["expr"].strip()
     assert os.access(folder, os.R_OK)
+
+
+# Grafana cannot run here, so its login decision is modelled from its source
+# (pkg/login/social/connectors/generic_oauth.go, UserInfo, Grafana 10-12): the claims of the token
+# named by id_token_attribute_name (id_token unless set), then userinfo from api_url; the first
+# source that yields a role, groups or login sets it; role_attribute_strict refuses a login
+# without a role, allowed_groups one in none of them. JMESPath is evaluated by the jmespath
+# library, the specification Grafana's go-jmespath implements.
+ROOT_URL = "https://console.example.com/instances/i-7f3a/grafana/"
+
+# Four users of a Keycloak realm: (realm roles, groups claim).
+USERS = {
+    "project-admin": (["default-roles-gpuaas", "offline_access", "slurm-admin"], ["proj-7f3a"]),
+    "project-user": (["default-roles-gpuaas", "offline_access"], ["proj-7f3a"]),
+    "other-project-admin": (["default-roles-gpuaas", "slurm-admin"], ["proj-other"]),
+    "no-groups-admin": (["default-roles-gpuaas", "slurm-admin"], None),
+}
+# Which of Keycloak's documents carry the realm roles: its built-in "realm roles" mapper adds
+# them to the access token only; a realm may map them into the ID token as well. The groups
+# mapper adds to every document.
+SHAPES = {
+    "keycloak_defaults": {"access_token"},
+    "roles_in_id_token": {"access_token", "id_token"},
+}
+
+
+def _documents(user: str, shape: str) -> dict[str, dict]:
+    roles, groups = USERS[user]
+    documents = {}
+    for name in ("access_token", "id_token", "userinfo"):
+        claims: dict = {"preferred_username": user, "email": f"{user}@example.org"}
+        if groups is not None:
+            claims["groups"] = groups
+        if name in SHAPES[shape]:
+            claims["realm_access"] = {"roles": roles}
+        documents[name] = claims
+    return documents
+
+
+def grafana_login(oauth: configparser.SectionProxy, documents: dict[str, dict]) -> str:
+    """The role Grafana gives, or `refused: <why>`."""
+    sources = [documents[oauth.get("id_token_attribute_name", "id_token")], documents["userinfo"]]
+    role, groups, login = "", [], ""
+    for claims in sources:
+        if not role:
+            try:
+                found = jmespath.search(oauth["role_attribute_path"], claims)
+            except jmespath.exceptions.JMESPathError:
+                found = None
+            role = found if isinstance(found, str) else ""
+        if not groups:
+            found = jmespath.search(oauth["groups_attribute_path"], claims)
+            groups = [g for g in found if isinstance(g, str)] if isinstance(found, list) else []
+        if not login:
+            login = jmespath.search(oauth["login_attribute_path"], claims) or ""
+    if oauth.getboolean("role_attribute_strict") and role not in ("Viewer", "Editor", "Admin"):
+        return "refused: no role"
+    allowed = [g for g in oauth["allowed_groups"].replace(",", " ").split() if g]
+    if allowed and not set(groups) & set(allowed):
+        return "refused: not in an allowed group"
+    return role
+
+
+@pytest.fixture(scope="module")
+def rendered_id_token(tmp_path_factory) -> configparser.ConfigParser:
+    """The same role with claims_from id_token and the platform's proxy URL, rendered once."""
+    work = tmp_path_factory.mktemp("grafana-id-token")
+    root = work / "root"
+    root.mkdir()
+    secret = work / "oidc-secret"
+    secret.write_text(CLIENT_SECRET)
+    extra = {
+        "__monitoring_grafana_root": str(root),
+        "__monitoring_grafana_user": "root",
+        "__monitoring_grafana_group": "root",
+        "monitoring_grafana_root_url": ROOT_URL,
+        "monitoring_grafana_oidc": {
+            "issuer_url": "https://keycloak.example.com/realms/gpuaas",
+            "client_id": "grafana-slurm",
+            "client_secret_src": str(secret),
+            "allowed_groups": ["proj-7f3a"],
+            "claims_from": "id_token",
+        },
+    }
+    run_role_tasks(work, "monitoring", "grafana_config", extra, "10.0.0.5", times=1)
+    return _ini((root / "etc" / "grafana" / "grafana.ini").read_text())
+
+
+def _ini(text: str) -> configparser.ConfigParser:
+    ini = configparser.ConfigParser(interpolation=None, comment_prefixes=(";", "#"))
+    ini.read_string(text)
+    return ini
+
+
+EXPECTED = {
+    "project-admin": "Admin",
+    "project-user": "Viewer",
+    "other-project-admin": "refused: not in an allowed group",
+    "no-groups-admin": "refused: not in an allowed group",
+}
+
+
+@pytest.mark.parametrize("user", sorted(USERS))
+def test_keycloak_defaults_map_roles_from_the_access_token(rendered, user):
+    oauth = _ini((_conf(rendered) / "grafana.ini").read_text())["auth.generic_oauth"]
+    assert oauth["id_token_attribute_name"] == "access_token"
+    assert grafana_login(oauth, _documents(user, "keycloak_defaults")) == EXPECTED[user]
+
+
+@pytest.mark.parametrize("user", sorted(USERS))
+def test_a_realm_mapping_roles_into_the_id_token_is_read_there(rendered_id_token, user):
+    oauth = rendered_id_token["auth.generic_oauth"]
+    assert "id_token_attribute_name" not in oauth
+    assert grafana_login(oauth, _documents(user, "roles_in_id_token")) == EXPECTED[user]
+
+
+def test_a_role_claim_in_no_source_refuses_the_login_instead_of_guessing_viewer(
+    rendered_id_token,
+):
+    """id_token read on a realm with the default mappers: no document Grafana reads has the
+    roles, so even the project's admin is refused, never silently made a Viewer."""
+    oauth = rendered_id_token["auth.generic_oauth"]
+    documents = _documents("project-admin", "keycloak_defaults")
+    assert grafana_login(oauth, documents) == "refused: no role"
+
+
+def test_root_url_auto_login_and_sign_out_come_from_the_request(rendered, rendered_id_token):
+    ini = rendered_id_token
+    assert ini["server"]["root_url"] == ROOT_URL
+    assert ini["auth.generic_oauth"]["auto_login"] == "true"
+    assert not ini.has_option("auth", "oauth_auto_login")  # deprecated since Grafana 10
+    signout = urllib.parse.urlsplit(ini["auth"]["signout_redirect_url"])
+    assert signout.path == "/realms/gpuaas/protocol/openid-connect/logout"
+    assert urllib.parse.parse_qs(signout.query) == {
+        "client_id": ["grafana-slurm"],
+        "post_logout_redirect_uri": [ROOT_URL],
+    }
+    # without root_url in the request: the controller's address
+    default = _ini((_conf(rendered) / "grafana.ini").read_text())
+    assert default["server"]["root_url"] == "https://10.0.0.5:3000/"
+    query = urllib.parse.urlsplit(default["auth"]["signout_redirect_url"]).query
+    assert urllib.parse.parse_qs(query)["post_logout_redirect_uri"] == ["https://10.0.0.5:3000/"]

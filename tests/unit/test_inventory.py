@@ -85,6 +85,22 @@ def test_config_defaults_reach_the_roles():
     assert inventory.group_vars["slurm_common_users"] == []
 
 
+def test_grafana_login_settings_reach_the_monitoring_role():
+    def proxied(request):
+        grafana = request["instance"]["config"]["monitoring"]["grafana"]
+        grafana["root_url"] = "https://console.example.com/i/7f3a/grafana/"
+        grafana["oidc"]["claims_from"] = "id_token"
+
+    default = _inventory("slurm-reference/deploy").group_vars
+    assert "monitoring_grafana_root_url" not in default  # the role's: the controller's address
+    assert default["monitoring_grafana_oidc"]["claims_from"] == "access_token"
+    group_vars = _inventory("slurm-reference/deploy", proxied).group_vars
+    assert (
+        group_vars["monitoring_grafana_root_url"] == "https://console.example.com/i/7f3a/grafana/"
+    )
+    assert group_vars["monitoring_grafana_oidc"]["claims_from"] == "id_token"
+
+
 def test_apply_defaults_fills_nested_objects_only_where_missing():
     schema = {
         "type": "object",
