@@ -95,8 +95,8 @@ class AppAdapter:
     def observed_state(
         self, request: OperationRequest, reported: dict[str, Any]
     ) -> tuple[InstanceStatus, Health] | None:
-        """The instance's status and health as a successful run observed them (status);
-        None: the operation's default (instance_after)."""
+        """The instance's status and health as a successful run observed them (status, or a
+        deploy that found something wrong); None: the operation's default (instance_after)."""
         return None
 
     def detail(

@@ -172,9 +172,12 @@ class SlurmReference(AppAdapter):
     def observed_state(
         self, request: OperationRequest, reported: dict[str, Any]
     ) -> tuple[InstanceStatus, Health] | None:
-        if request.operation.type != "status":
-            return None
-        return observed(health_of(request, reported)["classification"])
+        if request.operation.type == "status":
+            return observed(health_of(request, reported)["classification"])
+        # a deploy whose monitoring stack failed still made a cluster that runs jobs
+        if reported.get("slurm_app_monitoring_failed"):
+            return observed("degraded")
+        return None
 
     def previews(self, request: OperationRequest) -> bool:
         return request.operation.type == "decommission" and bool(
@@ -368,6 +371,38 @@ def monitoring_vars(request: OperationRequest, monitoring: dict[str, Any]) -> di
     root_url = (monitoring.get("grafana") or {}).get("root_url")
     if root_url:
         role_vars["monitoring_grafana_root_url"] = root_url
+    role_vars.update(_alerting_vars(request, monitoring.get("alerting") or {}))
+    return role_vars
+
+
+def _alerting_vars(request: OperationRequest, alerting: dict[str, Any]) -> dict[str, Any]:
+    """Alertmanager's receivers and intervals; a secret reference becomes its file inside
+    secrets_dir (request_check proved it there)."""
+    secrets_dir = Path(request.credentials.secrets_dir or "")
+    role_vars: dict[str, Any] = {
+        f"monitoring_alertmanager_{key}": alerting[key]
+        for key in ("group_wait", "group_interval", "repeat_interval")
+        if key in alerting
+    }
+    if webhook := alerting.get("webhook"):
+        role_vars["monitoring_alertmanager_webhook"] = {
+            "url": webhook["url"],
+            **(
+                {"bearer_token_src": str(secrets_dir / webhook["bearer_token_secret_ref"])}
+                if webhook.get("bearer_token_secret_ref")
+                else {}
+            ),
+        }
+    if email := alerting.get("email"):
+        role_vars["monitoring_alertmanager_email"] = {
+            key: email[key]
+            for key in ("to", "from", "smarthost", "require_tls", "auth_username")
+            if key in email
+        } | (
+            {"auth_password_src": str(secrets_dir / email["auth_password_secret_ref"])}
+            if email.get("auth_password_secret_ref")
+            else {}
+        )
     return role_vars
 
 
@@ -384,7 +419,10 @@ def _monitoring_problems(reported: dict[str, Any]) -> list[str]:
     """What is wrong with the monitoring stack: a daemon down, Prometheus not answering, a
     scrape target down, an exporter stopped (read from systemd, before Prometheus notices)."""
     monitoring = reported.get("slurm_app_monitoring")
-    problems: list[str] = []
+    problems: list[str] = [
+        f"monitoring: {host}: {reason}"
+        for host, reason in sorted((reported.get("slurm_app_monitoring_failed") or {}).items())
+    ]
     for host, units in sorted((reported.get("slurm_app_exporters") or {}).items()):
         problems += _not_running(host, units)
     if not monitoring:
@@ -399,6 +437,15 @@ def _monitoring_problems(reported: dict[str, Any]) -> list[str]:
             problems.append(
                 f"monitoring: {target.get('job')} exporter on {target.get('node')} "
                 f"({target.get('instance')}) is down{error}"
+            )
+    # What the alert rules found (disk pressure, Slurm unreadable, nodes down); an `info`
+    # alert (retention near its cap: the oldest data goes first, as configured) is no problem.
+    for alert in monitoring.get("alerts") or []:
+        if alert.get("severity") != "info":
+            since = f" since {alert['since']}" if alert.get("since") else ""
+            problems.append(
+                f"alert {alert.get('name')} firing on {alert.get('node') or host}{since}: "
+                f"{alert.get('summary') or 'no summary'}"
             )
     return problems
 

@@ -38,6 +38,7 @@ PRELOADED_PACKAGES = (
     "slurm-client",
     "mariadb-server",
     "prometheus",
+    "prometheus-alertmanager",
     "prometheus-node-exporter",
     "python3-prometheus-client",
 )

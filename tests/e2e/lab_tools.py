@@ -2,13 +2,18 @@
 
 import io
 import json
+import subprocess
 import tarfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from conftest import VENV, console_script
 
 from driver.catalog import credentials_root
 from driver.lab import lab
+from driver.lab.hosts import network_name
 
 
 def on_host(lab_name: str, host: str, command: str) -> str:
@@ -100,3 +105,58 @@ def lay_out_ood_upstream(lab_name: str, host: str, upstream: Path) -> None:
     on_host(
         lab_name, host, "echo 'export RUBYLIB=/opt/ood/ondemand/shims' > /opt/ood/ondemand/enable"
     )
+
+
+def lab_gateway(lab_name: str) -> str:
+    """This machine's address on the lab's network: what its hosts reach it at."""
+    inspected = subprocess.run(
+        ["docker", "network", "inspect", network_name(lab_name)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(inspected.stdout)[0]["IPAM"]["Config"][0]["Gateway"]
+
+
+class WebhookSink:
+    """The platform's alert endpoint, on this machine: every POST's Authorization header and
+    JSON body, kept in arrival order."""
+
+    def __init__(self, address: str) -> None:
+        received = self.received = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                received.append(
+                    {"authorization": self.headers.get("Authorization"), "body": json.loads(body)}
+                )
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((address, 0), Handler)
+        self.url = f"http://{address}:{self.server.server_address[1]}/alerts"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait_for(self, status: str, alertname: str, node: str, timeout: float) -> dict:
+        """The first notification whose group is `status` (firing, resolved) for the alert
+        on the node; fails after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for notification in list(self.received):
+                body = notification["body"]
+                labels = body.get("groupLabels") or {}
+                if body.get("status") == status and labels == {
+                    "alertname": alertname,
+                    "node": node,
+                }:
+                    return notification
+            time.sleep(1)
+        raise AssertionError(f"no {status} {alertname} on {node} in {timeout} s: {self.received}")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,6 +1,7 @@
 """Config changes through deploy, on a running cluster (a same_node lab that started without
 accounting): partitions, users and accounting applied; an unchanged re-run skips the converge
-until a member drifts; monitoring turned off and on again; a new cluster_name refused."""
+until a member drifts; monitoring turned off and on again; a monitoring failure degrading the
+deploy, and the next deploy repairing it; a new cluster_name refused."""
 
 import json
 
@@ -111,8 +112,39 @@ def test_monitoring_turned_off_removes_the_stack_and_on_brings_it_back(cluster):
     code, result = run_request(path, env)
     assert code == 0, result
     monitoring = result["adapter_detail"]["monitoring"]
-    assert monitoring["services"] == {"prometheus": "running", "slurm-app-exporter": "running"}
+    assert monitoring["services"] == {
+        "prometheus": "running",
+        "prometheus-alertmanager": "running",
+        "slurm-app-exporter": "running",
+    }
     assert sorted(t["job"] for t in monitoring["targets"]) == ["node", "prometheus", "slurm"]
+
+
+def test_a_monitoring_failure_degrades_the_deploy_and_the_next_deploy_repairs_it(cluster):
+    """promtool broken on the controller, the rules file edited by hand (so the deploy
+    converges): the stack fails, the cluster still deploys and proves itself, the instance is
+    degraded with the reason; nothing is recorded as converged, so the next deploy repairs."""
+    path, env = cluster
+    _on_controller(
+        "mv /usr/bin/promtool /usr/bin/promtool.real"
+        " && printf '#!/bin/sh\\necho broken on purpose >&2\\nexit 1\\n' > /usr/bin/promtool"
+        " && chmod 755 /usr/bin/promtool"
+        " && echo '# edited by hand' >> /etc/prometheus/slurm-app-rules.yml"
+    )
+    try:
+        code, result = run_request(path, env)
+    finally:
+        _on_controller("mv /usr/bin/promtool.real /usr/bin/promtool")
+    assert code == 0 and result["status"] == "succeeded", result
+    problems = result["adapter_detail"]["health"]["problems"]
+    assert result["instance"]["health"] == "degraded", (result["changed"], problems)
+    assert problems[0].startswith("monitoring: cfg-ctl: Write the alert rules"), problems
+    assert "broken on purpose" in problems[0], problems
+    assert result["adapter_detail"]["readiness"]["job_id"], result["adapter_detail"]
+    code, result = run_request(path, env)
+    assert code == 0 and result["instance"]["health"] == "healthy", result
+    assert "# edited by hand" not in _on_controller("cat /etc/prometheus/slurm-app-rules.yml")
+    assert result["adapter_detail"]["readiness"]["reused"] is True  # slurm.conf never changed
 
 
 def test_a_new_cluster_name_is_refused_before_anything_changes(cluster):

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 from conftest import VENV, console_script
-from lab_tools import lab_operation, on_host, platform_env, teardown_paths
+from lab_tools import (
+    WebhookSink,
+    lab_gateway,
+    lab_operation,
+    on_host,
+    platform_env,
+    teardown_paths,
+)
 
 from driver.catalog import credentials_root
 from driver.lab import lab
@@ -67,12 +74,46 @@ def events(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
 
+# The platform's alert endpoint token: sent by Alertmanager, never in any output.
+WEBHOOK_TOKEN = "alert-token-" + "5c1e" * 6
+
+
+def _with_alerting(request: Path, sink: WebhookSink) -> None:
+    """The platform's alert webhook (its token as a secret file in the instance's credentials
+    folder), short notification intervals and a 10 s scrape interval so that an alert fires
+    and resolves within a test."""
+    secrets = lab.key_dir(SPEC.name) / "secrets"
+    secrets.mkdir(parents=True, exist_ok=True, mode=0o700)
+    (secrets / "alert-webhook-token").touch(mode=0o600)
+    (secrets / "alert-webhook-token").write_text(WEBHOOK_TOKEN)
+    data = json.loads(request.read_text())
+    data["credentials"]["secrets_dir"] = str(secrets)
+    data["instance"]["config"]["monitoring"] = {
+        "scrape_interval": "10s",
+        "alerting": {
+            "webhook": {"url": sink.url, "bearer_token_secret_ref": "alert-webhook-token"},
+            "group_wait": "5s",
+            "group_interval": "10s",
+        },
+    }
+    request.write_text(json.dumps(data, indent=2) + "\n")
+
+
 @pytest.fixture(scope="module")
-def deployed(docker_engine, runtime_venv, tmp_path_factory):
+def alert_sink(docker_engine):
+    lab.down(SPEC.name)
+    request = lab.up(SPEC)  # the hosts and their network first: the sink listens on it
+    sink = WebhookSink(lab_gateway(SPEC.name))
+    yield sink, request
+    sink.close()
+
+
+@pytest.fixture(scope="module")
+def deployed(alert_sink, runtime_venv, tmp_path_factory):
     state = tmp_path_factory.mktemp("driver-state")
     env = {**platform_env(state), PLANTED[0]: PLANTED[1]}
-    lab.down(SPEC.name)
-    request = lab.up(SPEC)
+    sink, request = alert_sink
+    _with_alerting(request, sink)
     first, run_files = driver_watching_run_dir("run", str(request), env=env, state=state)
     # the re-run comes from `pip install .` (runtime deps only): the wheel's own bundle
     second = driver("run", str(request), env=env, venv=runtime_venv)
@@ -83,6 +124,7 @@ def deployed(docker_engine, runtime_venv, tmp_path_factory):
         "state": state,
         "env": env,
         "run_files": run_files,
+        "sink": sink,
     }
     lab.down(SPEC.name)
 
@@ -130,7 +172,12 @@ def test_deploy_succeeds_with_a_complete_result(deployed):
     assert "sinfo" in bundle["commands"]["nodes"]
     # monitoring: the flags Prometheus really runs with, and one target per exporter
     monitoring = detail["monitoring"]
-    assert monitoring["services"] == {"prometheus": "running", "slurm-app-exporter": "running"}
+    assert monitoring["services"] == {
+        "prometheus": "running",
+        "prometheus-alertmanager": "running",
+        "slurm-app-exporter": "running",
+    }
+    assert monitoring["alerts"] == []
     assert monitoring["prometheus_answers"] is True
     assert monitoring["prometheus_flags"] == {
         "retention_time": "1w",  # 7d, as Prometheus prints it
@@ -193,6 +240,7 @@ def test_no_secret_in_output_events_or_disk(deployed):
     ssh_key = (lab.key_dir(SPEC.name) / "id_ed25519").read_bytes()
     ssh_body = b"".join(ssh_key.splitlines()[1:-1])
     secrets = [munge_key, munge_key[100:160], ssh_body, ssh_body[20:80], PLANTED[1].encode()]
+    secrets.append(WEBHOOK_TOKEN.encode())
     outputs = [
         deployed[run].stdout.encode() + deployed[run].stderr.encode() for run in ("first", "second")
     ]
@@ -307,17 +355,40 @@ def test_status_classifies_with_evidence_and_changes_nothing(deployed):
     assert result["adapter_detail"]["health"]["classification"] == "healthy", result
 
 
-def test_status_is_degraded_while_an_exporter_is_down(deployed):
+def test_an_exporter_down_degrades_status_and_the_alert_reaches_the_webhook(deployed):
+    sink: WebhookSink = deployed["sink"]
     on("e2e-w01", "systemctl stop prometheus-node-exporter")
+    stopped = time.monotonic()
     try:
         code, result = operation(deployed, "status")
         assert code == 0 and result["instance"]["health"] == "degraded", result
         problems = result["adapter_detail"]["health"]["problems"]
-        # systemd says so at once; Prometheus too once it scraped since (every 30 s)
+        # systemd says so at once; Prometheus too once it scraped since (every 10 s)
         assert "e2e-w01: prometheus-node-exporter is stopped" in problems, problems
         assert all("e2e-w01" in problem for problem in problems), problems
+        # TargetDown: 3 scrape intervals down, then Alertmanager's group_wait
+        firing = sink.wait_for("firing", "TargetDown", "e2e-w01", timeout=180)
+        fired_after = time.monotonic() - stopped
+        code, result = operation(deployed, "status")
+        problems = result["adapter_detail"]["health"]["problems"]
+        alerts = result["adapter_detail"]["monitoring"]["alerts"]
+        assert [(a["name"], a["node"]) for a in alerts] == [("TargetDown", "e2e-w01")], alerts
+        assert any(p.startswith("alert TargetDown firing on e2e-w01 since ") for p in problems)
     finally:
         on("e2e-w01", "systemctl start prometheus-node-exporter")
+    started = time.monotonic()
+    resolved = sink.wait_for("resolved", "TargetDown", "e2e-w01", timeout=180)
+    resolved_after = time.monotonic() - started
+    for notification in (firing, resolved):
+        assert notification["authorization"] == f"Bearer {WEBHOOK_TOKEN}"
+        (alert,) = notification["body"]["alerts"]
+        assert alert["labels"]["node"] == "e2e-w01" and alert["labels"]["job"] == "node"
+        assert alert["annotations"]["summary"] == "node exporter on e2e-w01 does not answer"
+    # kept beside the run's state for the record (how long each took, what was delivered)
+    (deployed["state"] / "alert-notifications.json").write_text(
+        json.dumps({"fired_after_s": round(fired_after), "resolved_after_s": round(resolved_after),
+                    "firing": firing["body"], "resolved": resolved["body"]}, indent=2)
+    )  # fmt: skip
     _wait_for_target("e2e-w01")
     code, result = operation(deployed, "status")
     assert result["adapter_detail"]["health"]["classification"] == "healthy", result

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, VENV, console_script
 from lab_tools import (
+    lab_gateway,
     lab_operation,
     lay_out_ood_upstream,
     on_host,
@@ -31,7 +32,6 @@ from lab_tools import (
 )
 
 from driver.lab import lab
-from driver.lab.hosts import network_name
 
 pytestmark = pytest.mark.containers
 SPEC = lab.LabSpec(
@@ -79,16 +79,6 @@ def _upload_ood_tools(host: str, upstream: Path) -> None:
     )
 
 
-def _gateway() -> str:
-    inspected = subprocess.run(
-        ["docker", "network", "inspect", network_name(SPEC.name)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(inspected.stdout)[0]["IPAM"]["Config"][0]["Gateway"]
-
-
 @pytest.fixture(scope="module")
 def portal(docker_engine, ood_upstream, tmp_path_factory):
     state = tmp_path_factory.mktemp("driver-state")
@@ -100,8 +90,9 @@ def portal(docker_engine, ood_upstream, tmp_path_factory):
     lay_out_ood_upstream(SPEC.name, PORTAL, ood_upstream)
     _upload_ood_tools(PORTAL, ood_upstream)
     provider = tmp_path_factory.mktemp("oidc")
+    gateway = lab_gateway(SPEC.name)
     subprocess.run(
-        [sys.executable, PROVIDER, "start", _gateway(), "9444", provider, _redirect_uri()],
+        [sys.executable, PROVIDER, "start", gateway, "9444", provider, _redirect_uri()],
         check=True,
         timeout=120,
     )

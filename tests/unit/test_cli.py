@@ -194,6 +194,9 @@ def test_check_files_accepts_private_files(tmp_path):
 def test_check_files_refuses_readable_and_missing(tmp_path):
     request = _secret_files(tmp_path, 0o644)
     request["instance"]["config"]["monitoring"]["grafana"]["oidc"]["client_secret_ref"] = "absent"
+    request["instance"]["config"]["monitoring"]["alerting"] = {
+        "webhook": {"url": "https://alerts.example.com/hook", "bearer_token_secret_ref": "gone"}
+    }
     path = tmp_path / "r.json"
     path.write_text(json.dumps(request))
     assert run("validate-request", str(path)).returncode == 0
@@ -205,6 +208,7 @@ def test_check_files_refuses_readable_and_missing(tmp_path):
     assert got == {
         ("secret-file", "$.credentials.ssh_private_key_file"),
         ("secret-file", "$.instance.config.monitoring.grafana.oidc.client_secret_ref"),
+        ("secret-file", "$.instance.config.monitoring.alerting.webhook.bearer_token_secret_ref"),
     }
 
 

@@ -101,6 +101,40 @@ def test_grafana_login_settings_reach_the_monitoring_role():
     assert group_vars["monitoring_grafana_oidc"]["claims_from"] == "id_token"
 
 
+def test_alert_receivers_reach_the_monitoring_role_with_secrets_as_files():
+    def receivers(request):
+        request["instance"]["config"]["monitoring"]["alerting"] = {
+            "webhook": {"url": "https://alerts.example.com/hook", "bearer_token_secret_ref": "t"},
+            "email": {
+                "to": ["ops@example.org"],
+                "from": "slurm@example.org",
+                "smarthost": "smtp.example.org:587",
+                "auth_username": "slurm",
+                "auth_password_secret_ref": "smtp",
+            },
+            "group_wait": "10s",
+        }
+
+    default = _inventory("slurm-reference/deploy").group_vars
+    assert "monitoring_alertmanager_webhook" not in default
+    assert default["monitoring_alertmanager_group_interval"] == "5m"  # the schema's default
+    group_vars = _inventory("slurm-reference/deploy", receivers).group_vars
+    secrets = Path(example("slurm-reference/deploy")["credentials"]["secrets_dir"])
+    assert group_vars["monitoring_alertmanager_webhook"] == {
+        "url": "https://alerts.example.com/hook",
+        "bearer_token_src": str(secrets / "t"),
+    }
+    assert group_vars["monitoring_alertmanager_email"] == {
+        "to": ["ops@example.org"],
+        "from": "slurm@example.org",
+        "smarthost": "smtp.example.org:587",
+        "require_tls": True,
+        "auth_username": "slurm",
+        "auth_password_src": str(secrets / "smtp"),
+    }
+    assert group_vars["monitoring_alertmanager_group_wait"] == "10s"
+
+
 def test_apply_defaults_fills_nested_objects_only_where_missing():
     schema = {
         "type": "object",

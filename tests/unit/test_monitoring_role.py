@@ -102,8 +102,44 @@ def test_target_health_is_read_from_the_api_answer():
     assert filters.prometheus_targets({}) == []
 
 
-def test_the_dcgm_exporter_unit_renders_with_the_port_and_counters(tmp_path):
-    """The role's own template, rendered by real ansible-playbook."""
+def test_firing_alerts_are_read_from_the_api_answer_and_pending_ones_left_out():
+    answer = {
+        "status": "success",
+        "data": {
+            "alerts": [
+                {
+                    "labels": {"alertname": "TargetDown", "job": "node", "node": "w2",
+                               "severity": "warning"},
+                    "annotations": {"summary": "node exporter on w2 does not answer"},
+                    "state": "firing",
+                    "activeAt": "2026-11-27T11:02:03.5Z",
+                },
+                {
+                    "labels": {"alertname": "SlurmNodesDown", "severity": "warning"},
+                    "annotations": {"summary": "1 Slurm node(s) down or not responding"},
+                    "state": "pending",
+                    "activeAt": "2026-11-27T11:03:00Z",
+                },
+                {"labels": {"alertname": "Watchdog"}, "state": "firing"},
+            ]
+        },
+    }  # fmt: skip
+    assert filters.prometheus_alerts(answer) == [
+        {"name": "TargetDown", "severity": "warning", "node": "w2",
+         "summary": "node exporter on w2 does not answer", "since": "2026-11-27T11:02:03.5Z"},
+        {"name": "Watchdog", "severity": None, "node": None, "summary": None, "since": None},
+    ]  # fmt: skip
+    assert filters.prometheus_alerts({}) == []
+    assert filters.prometheus_alerts(None) == []
+
+
+@pytest.mark.parametrize(
+    ("architecture", "repository"), [("x86_64", "x86_64"), ("aarch64", "sbsa")]
+)
+def test_the_dcgm_exporter_drop_in_and_the_repository_of_the_host(
+    tmp_path, architecture, repository
+):
+    """The role's own drop-in template and keyring URL, rendered by real ansible-playbook."""
     play = [
         {
             "hosts": "localhost",
@@ -113,14 +149,24 @@ def test_the_dcgm_exporter_unit_renders_with_the_port_and_counters(tmp_path):
                 str(ROLE / "vars" / "main.yml"),
                 str(ROLE / "defaults" / "main.yml"),
             ],
+            "vars": {
+                "ansible_facts": {"architecture": architecture, "distribution_major_version": "12"}
+            },
             "tasks": [
                 {
                     "ansible.builtin.template": {
-                        "src": str(ROLE / "templates" / "dcgm-exporter.service.j2"),
-                        "dest": str(tmp_path / "dcgm-exporter.service"),
+                        "src": str(ROLE / "templates" / "dcgm-exporter.conf.j2"),
+                        "dest": str(tmp_path / "slurm-app.conf"),
                         "mode": "0644",
                     }
-                }
+                },
+                {
+                    "ansible.builtin.copy": {
+                        "content": "{{ __monitoring_dcgm_keyring_url }}",
+                        "dest": str(tmp_path / "keyring-url"),
+                        "mode": "0644",
+                    }
+                },
             ],
         }
     ]
@@ -146,10 +192,16 @@ def test_the_dcgm_exporter_unit_renders_with_the_port_and_counters(tmp_path):
         timeout=120,
     )
     assert ran.returncode == 0, ran.stdout[-3000:]
-    unit = (tmp_path / "dcgm-exporter.service").read_text()
+    drop_in = (tmp_path / "slurm-app.conf").read_text()
     assert (
-        # only on the address Prometheus scrapes it at, not on every interface
+        # the packaged command line cleared, then ours: only on the address Prometheus scrapes
+        "ExecStart=\n"
         "ExecStart=/usr/bin/dcgm-exporter --address 10.40.0.11:9400 "
         "--collectors /etc/dcgm-exporter/default-counters.csv\n"
-    ) in unit
-    assert "NoNewPrivileges=yes" in unit and "ProtectSystem=strict" in unit
+    ) in drop_in
+    assert "TimeoutStopSec=15" in drop_in
+    assert "NoNewPrivileges=yes" in drop_in and "ProtectSystem=strict" in drop_in
+    assert (tmp_path / "keyring-url").read_text() == (
+        f"https://developer.download.nvidia.com/compute/cuda/repos/debian12/{repository}/"
+        "cuda-keyring_1.1-1_all.deb"
+    )

@@ -8,7 +8,7 @@ from conftest import example
 
 from driver.apps.slurm_reference import health_of
 from driver.documents import load_json
-from driver.events import ErrorInfo, HostStats, Result
+from driver.events import ErrorInfo, Health, HostStats, InstanceStatus, Result
 from driver.models.request import OperationRequest
 from driver.request_check import check_request
 from driver.runner.run import RunPlan, _members
@@ -179,6 +179,44 @@ def test_what_degrades_or_fails_the_instance_is_named(path, value, classificatio
     health = health_of(_request(), report)
     assert health["classification"] == classification
     assert any(p.startswith(problem) for p in health["problems"]), health["problems"]
+
+
+def test_firing_alerts_degrade_the_instance_and_informational_ones_do_not():
+    monitoring = {
+        "host": "ctl-01",
+        "services": {"prometheus": "running", "prometheus-alertmanager": "running"},
+        "prometheus_answers": True,
+        "targets": [],
+        "alerts": [
+            {"name": "PrometheusDiskPressure", "severity": "warning", "node": "ctl-01",
+             "summary": "/ on ctl-01 has less than 10 % free", "since": "2026-11-27T11:02:03Z"},
+            {"name": "PrometheusRetentionNearSizeCap", "severity": "info", "node": None,
+             "summary": "Prometheus holds more than 90 % of its 5GB cap", "since": None},
+        ],
+    }  # fmt: skip
+    report = _with(("slurm_app_monitoring",), monitoring)
+    health = health_of(_request(), report)
+    assert health["classification"] == "degraded"
+    assert health["problems"] == [
+        "alert PrometheusDiskPressure firing on ctl-01 since 2026-11-27T11:02:03Z: "
+        "/ on ctl-01 has less than 10 % free"
+    ]
+    monitoring["alerts"] = monitoring["alerts"][1:]
+    assert health_of(_request(), report)["classification"] == "healthy"
+
+
+def test_a_monitoring_failure_in_a_deploy_degrades_with_its_reason():
+    reason = "Write the alert rules (checked by promtool first): failed to validate"
+    report = _with(("slurm_app_monitoring_failed",), {"ctl-01": reason})
+    health = health_of(_request(), report)
+    assert health["classification"] == "degraded"
+    assert health["problems"] == [f"monitoring: ctl-01: {reason}"]
+    deploy = _plan("deploy")
+    assert deploy.adapter.observed_state(deploy.request, report) == (
+        InstanceStatus.DEGRADED,
+        Health.DEGRADED,
+    )
+    assert deploy.adapter.observed_state(deploy.request, REPORT) is None  # the default: healthy
 
 
 def test_a_worker_the_run_did_not_ask_is_no_problem():

@@ -70,12 +70,30 @@ def prometheus_targets(response: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(targets, key=lambda t: (str(t["job"]), str(t["node"]), str(t["instance"])))
 
 
+def prometheus_alerts(response: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """/api/v1/alerts -> the firing alerts (pending ones have not lasted their `for` yet):
+    name, severity, node, summary and since when."""
+    alerts = ((response or {}).get("data") or {}).get("alerts") or []
+    return [
+        {
+            "name": alert.get("labels", {}).get("alertname"),
+            "severity": alert.get("labels", {}).get("severity"),
+            "node": alert.get("labels", {}).get("node"),
+            "summary": (alert.get("annotations") or {}).get("summary"),
+            "since": alert.get("activeAt"),
+        }
+        for alert in alerts
+        if alert.get("state") == "firing"
+    ]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "prometheus_seconds": prometheus_seconds,
             "prometheus_bytes": prometheus_bytes,
             "prometheus_targets": prometheus_targets,
+            "prometheus_alerts": prometheus_alerts,
             "scrape_targets": scrape_targets,
             "host_port": host_port,
         }
