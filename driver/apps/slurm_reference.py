@@ -416,8 +416,9 @@ def _not_running(host: Any, units: dict[str, str] | None) -> list[str]:
 
 
 def _monitoring_problems(reported: dict[str, Any]) -> list[str]:
-    """What is wrong with the monitoring stack: a daemon down, Prometheus not answering, a
-    scrape target down, an exporter stopped (read from systemd, before Prometheus notices)."""
+    """What is wrong with the monitoring stack: a deploy's monitoring failure, a daemon down,
+    Prometheus not answering, a scrape target down, an exporter stopped (read from systemd,
+    before Prometheus notices), an alert firing."""
     monitoring = reported.get("slurm_app_monitoring")
     problems: list[str] = [
         f"monitoring: {host}: {reason}"
