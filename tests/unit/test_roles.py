@@ -218,3 +218,36 @@ def test_slurm_worker_refuses_what_an_operator_gets_wrong(tmp_path, hosts, group
     else:
         assert ran.returncode != 0
         assert expected in ran.stdout, ran.stdout[-2000:]
+
+
+def _debian_vars(role: str) -> dict:
+    return yaml.safe_load((ROOT / "roles" / role / "vars" / "Debian.yml").read_text())
+
+
+def test_the_converge_reading_covers_every_package_and_unit_the_roles_install():
+    """slurm_common's unchanged-re-run check reads the packages and units it lists: one a role
+    installs but the list lacks could be removed by hand and the next deploy would not notice."""
+    common = _debian_vars("slurm_common")
+    managed_packages = set(common["__slurm_common_managed_packages"])
+    managed_units = set(common["__slurm_common_managed_units"])
+    controller, worker = _debian_vars("slurm_controller"), _debian_vars("slurm_worker")
+    monitoring = _debian_vars("monitoring")
+    installed = {
+        *common["__slurm_common_packages"],
+        *(p for packages in common["__slurm_common_release_packages"].values() for p in packages),
+        *controller["__slurm_controller_packages"],
+        *controller["__slurm_controller_accounting_packages"],
+        *worker["__slurm_worker_packages"],
+        *(p for packages in worker["__slurm_worker_runtime_packages"].values() for p in packages),
+        *monitoring["__monitoring_prometheus_packages"],
+        monitoring["__monitoring_node_exporter_package"],
+        *monitoring["__monitoring_dcgm_packages"],
+    }
+    units = {
+        *monitoring["__monitoring_prometheus_units"],
+        monitoring["__monitoring_node_exporter_unit"],
+        monitoring["__monitoring_exporter_unit"],
+        monitoring["__monitoring_dcgm_exporter_unit"],
+    }
+    assert installed - managed_packages == set()
+    assert units - managed_units == set()
