@@ -242,7 +242,9 @@ def test_a_killed_driver_takes_its_playbook_along_and_the_next_run_cleans_up(tmp
     assert not list((state / "runs").iterdir())
 
 
-STUBBORN = "sleep 42"  # a process of the killed run's playbook that only SIGKILL ends
+# A process of the killed run's playbook that only SIGKILL ends; pgrep matches its whole command
+# line (a `sleep 420` elsewhere on the machine is not it).
+STUBBORN = "sleep 42"
 
 
 def test_the_next_run_waits_until_a_killed_runs_playbook_is_gone(
@@ -263,12 +265,12 @@ def test_the_next_run_waits_until_a_killed_runs_playbook_is_gone(
         },
     )
     process, request = _start_local_run(tmp_path, tmp_path / "unused", short_state, stubborn)
-    assert subprocess.run(["pgrep", "-f", STUBBORN], check=False).returncode == 0
+    assert subprocess.run(["pgrep", "-xf", STUBBORN], check=False).returncode == 0
     process.kill()
     process.wait(timeout=30)
     monkeypatch.setenv("SLURM_APP_STATE_DIR", str(short_state))
     with instance_lock(request["instance"]["id"]):
-        left = subprocess.run(["pgrep", "-af", STUBBORN], capture_output=True, text=True)
+        left = subprocess.run(["pgrep", "-axf", STUBBORN], capture_output=True, text=True)
     assert left.returncode != 0, f"the killed run's playbook still runs: {left.stdout}"
 
 
