@@ -28,6 +28,7 @@ NODE_STATES = {
     "24.11": [["IDLE"], ["ALLOCATED"], ["MIXED"], ["IDLE", "DRAIN"], ["DOWN", "NOT_RESPONDING"]],
 }
 JOB_STATES = ["RUNNING", "PENDING", "PENDING", "COMPLETED", "FAILED"]
+USERS, ACCOUNTS = 500, 40
 
 
 def answers(version: str, nodes: int, jobs: int) -> tuple[str, str, str]:
@@ -53,11 +54,13 @@ def answers(version: str, nodes: int, jobs: int) -> tuple[str, str, str]:
             gres_used="gpu:h200:4(IDX:0-3)" if index % 5 in (1, 2) else "gpu:h200:0(IDX:N/A)",
         )
         node_answer["nodes"].append(node)
-    # squeue's text form, as the exporter asks it (-t all): the captured line, renumbered
+    # squeue's text form, as the exporter asks it (-t all): the captured line, renumbered,
+    # spread over USERS users in ACCOUNTS accounts (the per-user series are bounded to --top)
     template = (folder / "jobs.txt").read_text().splitlines()[0].split("|")
     lines = []
     for index in range(jobs):
         template[0], template[1] = str(index + 1), JOB_STATES[index % len(JOB_STATES)]
+        template[2], template[3] = f"user{index % USERS:04d}", f"acct{index % ACCOUNTS:02d}"
         lines.append("|".join(template))
     job_answer = "\n".join(lines) + "\n"
     command = "scontrol show nodes --json" if scontrol else "sinfo --json"

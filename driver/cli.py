@@ -266,7 +266,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
             console.print(f"lab {args.name!r}: removed {removed} container(s)", highlight=False)
             return Exit.OK
         if args.lab_command == "add-host":
-            lab.add_host(args.name, args.host, storage=not args.without_storage)
+            lab.add_host(args.name, args.host, storage=not args.without_storage, gpus=args.gpus)
             console.print(f"lab {args.name!r}: host {args.host} started", highlight=False)
             return Exit.OK
         if args.lab_command == "op":
@@ -299,6 +299,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
             placement=args.placement,
             storage=args.storage,
             interactive_runtimes=tuple(args.runtime or ()),
+            gpus=args.gpus,
         )
         request = lab.up(spec)
     except LabError as exc:
@@ -410,6 +411,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("jupyter",),
         help="an interactive runtime for Open OnDemand's sessions on the workers (repeatable)",
     )
+    lab_up.add_argument(
+        "--gpus",
+        type=int,
+        default=0,
+        help="NVIDIA GPU device files on each separate worker (0 to 8; no GPU behind them)",
+    )
     lab_up.add_argument("--format", choices=("text", "json"), default="text")
     lab_down = lab_sub.add_parser("down", help="remove the lab's containers, network and files")
     lab_down.add_argument("--name", default="lab")
@@ -422,6 +429,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--without-storage",
         action="store_true",
         help="a platform_mount lab: start it without the storage volume (a broken mount)",
+    )
+    lab_add.add_argument(
+        "--gpus",
+        type=int,
+        default=0,
+        help="NVIDIA GPU device files to create on it (0 to 8; no GPU behind them)",
     )
     lab_op = lab_sub.add_parser(
         "op",

@@ -37,6 +37,9 @@ STORAGE_MODELS = ("allocation_local", "platform_mount")
 LAB_MOUNT = "/workspace"
 
 
+MAX_LAB_GPUS = 8
+
+
 @dataclass(frozen=True)
 class LabSpec:
     name: str = "lab"
@@ -47,6 +50,8 @@ class LabSpec:
     storage: str = "allocation_local"
     # what Open OnDemand's sessions start on the workers (the config's interactive_runtimes)
     interactive_runtimes: tuple[str, ...] = ()
+    # GPU device files on each separate worker (no GPU behind them: see add_host)
+    gpus: int = 0
 
     def validate(self) -> None:
         if not LAB_NAME.fullmatch(self.name):
@@ -58,6 +63,8 @@ class LabSpec:
             raise LabError("workers: 1 to 16 for separate placement")
         if self.storage not in STORAGE_MODELS:
             raise LabError(f"storage: {' or '.join(STORAGE_MODELS)}")
+        if not 0 <= self.gpus <= MAX_LAB_GPUS:
+            raise LabError(f"gpus: 0 to {MAX_LAB_GPUS}")
 
     @property
     def mount_path(self) -> str | None:
@@ -96,7 +103,7 @@ def host_names(spec: LabSpec) -> list[str]:
     return [f"{spec.name}-ctl", *workers]
 
 
-def _allocation(spec: LabSpec, host: LabHost) -> dict[str, Any]:
+def _allocation(spec: LabSpec, host: LabHost, gpus: int = 0) -> dict[str, Any]:
     return {
         "id": _uuid(spec, f"allocation/{host.name}"),
         "project_id": LAB_PROJECT,
@@ -104,7 +111,7 @@ def _allocation(spec: LabSpec, host: LabHost) -> dict[str, Any]:
         "address": host.address,
         "ssh_user": "root",
         "ssh_port": 22,
-        "gpus": 0,
+        "gpus": gpus,
         "ssh_host_keys": host.ssh_host_keys,
     }
 
@@ -112,7 +119,7 @@ def _allocation(spec: LabSpec, host: LabHost) -> dict[str, Any]:
 def deploy_request(spec: LabSpec, hosts: list[LabHost], key: Path) -> dict[str, Any]:
     """The deploy request as the platform's app controller would send it."""
     workers = hosts[1:]
-    allocations = [_allocation(spec, h) for h in hosts]
+    allocations = [_allocation(spec, h, spec.gpus if h in workers else 0) for h in hosts]
     controller_id, worker_ids = allocations[0]["id"], [a["id"] for a in allocations[1:]]
     members = [
         {
@@ -193,20 +200,29 @@ def up(spec: LabSpec) -> Path:
         key.with_suffix(".pub").read_text().strip(),
         spec.mount_path,
     )
+    for host in hosts[1:]:
+        _make_gpu_devices(spec.name, host.name, spec.gpus)
     write_lab_site()
     request = folder / "deploy.json"
     (folder / "members.json").unlink(missing_ok=True)  # a new deploy: its members start over
     request.write_text(json.dumps(deploy_request(spec, hosts, key), indent=2) + "\n")
     (folder / "allocations.json").write_text(
-        json.dumps([_allocation(spec, h) for h in hosts], indent=2) + "\n"
+        json.dumps(
+            [_allocation(spec, h, spec.gpus if h in hosts[1:] else 0) for h in hosts], indent=2
+        )
+        + "\n"
     )
     (folder / "spec.json").write_text(json.dumps(spec.__dict__) + "\n")
     return request
 
 
-# The lab stands in for a platform whose hosts reach Debian's mirror only: no Grafana and no
-# Open OnDemand source.
-LAB_SITE = {"grafana": {"source": "none"}, "open_ondemand": {"source": "none"}}
+# The lab stands in for a platform whose hosts reach Debian's mirror only: no Grafana, no
+# dcgm-exporter (and no GPU behind a host's GPU device files) and no Open OnDemand source.
+LAB_SITE = {
+    "grafana": {"source": "none"},
+    "dcgm_exporter": {"source": "none"},
+    "open_ondemand": {"source": "none"},
+}
 
 
 def write_lab_site(path: Path | None = None) -> None:
@@ -216,8 +232,8 @@ def write_lab_site(path: Path | None = None) -> None:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         path.write_text(
-            "# Written by `slurm-app-driver lab up`: Grafana and OOD cannot be installed here.\n"
-            + yaml.safe_dump(LAB_SITE)
+            "# Written by `slurm-app-driver lab up`: Grafana, dcgm-exporter and OOD cannot be "
+            "installed here.\n" + yaml.safe_dump(LAB_SITE)
         )
 
 
@@ -353,12 +369,28 @@ def record_members(name: str, result_file: Path) -> None:
         (lab_dir(name) / "members.json").write_text(json.dumps(members, indent=2) + "\n")
 
 
-def add_host(name: str, host: str, storage: bool = True) -> None:
+def _make_gpu_devices(name: str, host: str, gpus: int) -> None:
+    """The NVIDIA driver's GPU device files (character devices 195:N), with no GPU behind them:
+    enough for the worker's detection, Slurm's gres and the GPU job mapping."""
+    for index in range(gpus):
+        device = f"/dev/nvidia{index}"
+        made = host_container(name, host).exec_run(
+            ["sh", "-c", f"[ -e {device} ] || mknod -m 0666 {device} c 195 {index}"]
+        )
+        if made.exit_code != 0:
+            raise LabError(f"{host}: cannot create {device}: {made.output.decode()[-300:]}")
+
+
+def add_host(name: str, host: str, storage: bool = True, gpus: int = 0) -> None:
     """Start one more host in a deployed lab, as the platform allocates one for add_worker;
     `lab op add_worker --target HOST` then joins it. A platform_mount lab's storage is mounted
-    on it unless `storage` is false (how a broken platform mount looks)."""
+    on it unless `storage` is false (how a broken platform mount looks). With `gpus`, the host
+    gets that many NVIDIA GPU device files (/dev/nvidia0..), as the driver makes them, so that
+    Slurm's gres and the GPU job mapping run as on a GPU host; no GPU answers behind them."""
     if not re.fullmatch(rf"{re.escape(name)}-[a-z0-9]{{1,20}}", host):
         raise LabError(f"host {host!r}: expected {name}-<letters or digits>, e.g. {name}-w03")
+    if not 0 <= gpus <= MAX_LAB_GPUS:
+        raise LabError(f"gpus: 0 to {MAX_LAB_GPUS}")
     spec = LabSpec(**json.loads((lab_dir(name) / "spec.json").read_text()))
     key = key_dir(name) / "id_ed25519"
     (started,) = start_hosts(
@@ -368,9 +400,10 @@ def add_host(name: str, host: str, storage: bool = True) -> None:
         key.with_suffix(".pub").read_text().strip(),
         spec.mount_path if storage else None,
     )
+    _make_gpu_devices(name, host, gpus)
     path = lab_dir(name) / "allocations.json"
     allocations = [a for a in json.loads(path.read_text()) if a["hostname"] != host]
-    path.write_text(json.dumps([*allocations, _allocation(spec, started)], indent=2) + "\n")
+    path.write_text(json.dumps([*allocations, _allocation(spec, started, gpus)], indent=2) + "\n")
 
 
 def host_container(name: str, host: str) -> Any:

@@ -160,3 +160,47 @@ class WebhookSink:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+# Where slurm_worker's Prolog keeps one file per GPU for dcgm-exporter (slurm_common's vars).
+GPU_JOB_MAP = "/run/slurm-app/gpu-jobs"
+
+
+def check_gpu_job_mapping(lab_name: str, worker: str) -> None:
+    """On a worker with one GPU device file (lab.add_host's gpus): a job holding the GPU
+    appears in the mapping dcgm-exporter reads while it runs, and the Epilog takes it out;
+    then a mapping that cannot be written (a file where the folder should be) lets the job
+    run and the node stay in service, the error logged."""
+    ctl = f"{lab_name}-ctl"
+
+    def wait(host: str, check: str, seconds: int = 60) -> None:
+        on_host(
+            lab_name,
+            host,
+            f"for i in $(seq {seconds}); do {check} && exit 0; sleep 1; done; exit 1",
+        )
+
+    def gpu_job(wrap: str, *flags: str) -> str:
+        return on_host(
+            lab_name,
+            ctl,
+            f"cd /tmp && runuser -u labuser -- sbatch --parsable -o /dev/null --gres=gpu:1 "
+            f"-w {worker} {' '.join(flags)} --wrap '{wrap}'",
+        ).strip()
+
+    job = gpu_job("sleep 120")
+    wait(worker, f"grep -qx {job} {GPU_JOB_MAP}/0")
+    assert on_host(lab_name, worker, f"ls {GPU_JOB_MAP}").split() == ["0"]
+    on_host(lab_name, ctl, f"scancel {job}")
+    wait(worker, f"! test -e {GPU_JOB_MAP}/0")
+
+    on_host(lab_name, worker, f"rm -rf {GPU_JOB_MAP} && touch {GPU_JOB_MAP}")
+    try:
+        job = gpu_job("true", "--wait")
+        state = on_host(lab_name, ctl, f"squeue -h -t all -j {job} -o %T").strip()
+        assert state == "COMPLETED", state
+        assert on_host(lab_name, ctl, f"sinfo -h -n {worker} -o %T").strip() == "idle"
+        logged = on_host(lab_name, worker, "journalctl -t slurm-app-gpu-job-map --no-pager -o cat")
+        assert f"job {job}: cannot create {GPU_JOB_MAP}" in logged, logged
+    finally:
+        on_host(lab_name, worker, f"rm -f {GPU_JOB_MAP} && install -d -m 0755 {GPU_JOB_MAP}")

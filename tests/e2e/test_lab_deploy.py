@@ -11,6 +11,7 @@ import pytest
 from conftest import VENV, console_script
 from lab_tools import (
     WebhookSink,
+    check_gpu_job_mapping,
     lab_gateway,
     lab_operation,
     on_host,
@@ -477,7 +478,9 @@ def _slurmd_since(host: str) -> str:
 
 
 def test_add_worker_touches_only_the_controller_and_the_new_worker(deployed):
-    lab.add_host(SPEC.name, "e2e-w03")
+    """The new worker has a GPU device file: it joins with its gres, and the GPU job mapping
+    works through the script slurmd fetched with the configuration (24.11, configless)."""
+    lab.add_host(SPEC.name, "e2e-w03", gpus=1)
     prometheus_started = _prometheus_started()
     before = {host: _slurmd_since(host) for host in ("e2e-w01", "e2e-w02")}
     config = _slurm_conf_sha()
@@ -504,6 +507,11 @@ def test_add_worker_touches_only_the_controller_and_the_new_worker(deployed):
     assert _prometheus_started() == prometheus_started
     code, again = operation(deployed, "add_worker", "e2e-w03", wait_idle_timeout_s=120)
     assert code == 0 and again["changed"] == 0, again["hosts"]
+
+    assert on("e2e-ctl", "sinfo -h -n e2e-w03 -o %G").strip() == "gpu:1"
+    assert "Prolog=gpu-job-map\nEpilog=gpu-job-map\n" in on("e2e-ctl", "cat /etc/slurm/slurm.conf")
+    assert on("e2e-w03", "test -x /run/slurm/conf/gpu-job-map && echo fetched").strip() == "fetched"
+    check_gpu_job_mapping(SPEC.name, "e2e-w03")
 
 
 # What a worker's slurmd answers when its host is broken on purpose: `slurmd -C` fails (the
@@ -622,6 +630,12 @@ def test_remove_worker_refuses_a_busy_node_unless_forced_and_cleans_the_host(dep
     ]
     assert _prometheus_started() == prometheus_started
     assert on("e2e-w03", "dpkg -l | grep -E 'prometheus' || true").strip() == ""
+    assert (
+        on("e2e-w03", "ls -d /usr/local/libexec/slurm-app /run/slurm-app 2>&1 || true").count(
+            "No such file"
+        )
+        == 2
+    )
 
 
 TEARDOWN_PATHS = (

@@ -5,7 +5,14 @@ node-count change kills 22.05's slurmctld); no slurmd restarts; a removed alloca
 again; a job's output on a worker is read everywhere and outlives the cluster."""
 
 import pytest
-from lab_tools import lab_operation, on_host, platform_env, run_request, teardown_paths
+from lab_tools import (
+    check_gpu_job_mapping,
+    lab_operation,
+    on_host,
+    platform_env,
+    run_request,
+    teardown_paths,
+)
 
 from driver.lab import lab
 
@@ -61,8 +68,10 @@ def _slurmd_since() -> str:
 
 
 def test_add_remove_and_add_again_on_22_05(cluster):
+    """old-w02 has a GPU device file: 22.05's slurmd cannot fetch a Prolog, so it runs the
+    copy slurm_worker installed, by its path."""
     env = cluster
-    lab.add_host(SPEC.name, "old-w02")
+    lab.add_host(SPEC.name, "old-w02", gpus=1)
     since = _slurmd_since()
     ctl_before = _on("old-ctl", "systemctl show -p ExecMainStartTimestamp slurmctld").strip()
     code, result = lab_operation(SPEC.name, env, "add_worker", "old-w02")
@@ -95,6 +104,11 @@ def test_add_remove_and_add_again_on_22_05(cluster):
     ]
     output = lab.test_job(SPEC.name)
     assert sorted(line.split(": ", 1)[1] for line in output.splitlines()) == ["old-w01", "old-w02"]
+
+    assert _on("old-ctl", "sinfo -h -n old-w02 -o %G").strip() == "gpu:1"
+    prolog = "Prolog=/usr/local/libexec/slurm-app/gpu-job-map\n"
+    assert prolog in _on("old-ctl", "cat /etc/slurm/slurm.conf")
+    check_gpu_job_mapping(SPEC.name, "old-w02")
 
 
 def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluster(cluster):

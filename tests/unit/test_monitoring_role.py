@@ -148,9 +148,11 @@ def test_the_dcgm_exporter_drop_in_and_the_repository_of_the_host(
                 str(ROLE / "vars" / "Debian.yml"),
                 str(ROLE / "vars" / "main.yml"),
                 str(ROLE / "defaults" / "main.yml"),
+                str(ROLE.parent / "slurm_common" / "vars" / "main.yml"),
             ],
             "vars": {
-                "ansible_facts": {"architecture": architecture, "distribution_major_version": "12"}
+                "ansible_facts": {"architecture": architecture, "distribution_major_version": "12"},
+                "slurm_common_facts": {"gpu_job_map_dir": "{{ __slurm_common_gpu_job_map_dir }}"},
             },
             "tasks": [
                 {
@@ -197,7 +199,9 @@ def test_the_dcgm_exporter_drop_in_and_the_repository_of_the_host(
         # the packaged command line cleared, then ours: only on the address Prometheus scrapes
         "ExecStart=\n"
         "ExecStart=/usr/bin/dcgm-exporter --address 10.40.0.11:9400 "
-        "--collectors /etc/dcgm-exporter/default-counters.csv\n"
+        "--collectors /etc/dcgm-exporter/default-counters.csv "
+        # the GPU-to-job files slurm_worker's Prolog writes
+        "--hpc-job-mapping-dir /run/slurm-app/gpu-jobs\n"
     ) in drop_in
     assert "TimeoutStopSec=15" in drop_in
     assert "NoNewPrivileges=yes" in drop_in and "ProtectSystem=strict" in drop_in

@@ -26,7 +26,8 @@ SPEC_NAMES = [
     *(f"slurm_cpus_{s}" for s in ("alloc", "idle", "total")),
     *(f"slurm_gpus_{s}" for s in ("alloc", "idle", "total")),
     *(f"slurm_queue_{s}" for s in ("pending", "running", "completed", "failed")),
-    "slurm_scheduler_queue_size",
+    *(f"slurm_{o}_{s}" for o in ("user", "account", "partition") for s, _ in exporter.OWNER_SERIES),
+    "slurm_job_wait_seconds_bucket",
 ]
 
 
@@ -47,7 +48,10 @@ class FakeSlurm:
 
 # What slurmctld still holds of two jobs that ended, in the text jobs form (MinJobAge).
 ENDED_JOBS = (
-    "3|COMPLETED|labuser|batch|1|1|w01|None\n4|FAILED|labuser|batch|1|1|w01|NonZeroExitCode\n"
+    "3|COMPLETED|labuser|default|batch|1|1|cpu=1,node=1,billing=1|2026-11-27T14:49:10|"
+    "2026-11-27T14:49:11|UNLIMITED|w01|None|ok\n"
+    "4|FAILED|labuser|default|batch|1|1|cpu=1,node=1,billing=1|2026-11-27T14:49:12|"
+    "2026-11-27T14:49:42|UNLIMITED|w01|NonZeroExitCode|bad\n"
 )
 
 
@@ -95,11 +99,23 @@ def test_captured_clusters_are_counted_as_slurm_saw_them(version):
     }
     assert (samples["slurm_cpus_alloc"], samples["slurm_cpus_idle"]) == (2, 0)
     assert samples["slurm_cpus_total"] == 2
-    assert (samples["slurm_gpus_alloc"], samples["slurm_gpus_total"]) == (0, 0)
+    assert (samples["slurm_gpus_alloc"], samples["slurm_gpus_total"]) == (1, 1)
     assert {s: samples[f"slurm_queue_{s}"] for s in jobs} == jobs
-    assert samples["slurm_scheduler_queue_size"] == jobs["pending"]
+    assert "slurm_scheduler_queue_size" not in samples  # sdiag's agent queue elsewhere
     name = next(k for k in samples if k.startswith("slurm_node_state{"))
     assert name.endswith(",drain}")
+    # the running job holds the node's GPU; the pending one asks for one
+    assert samples["slurm_node_gpus_alloc{" + name.split("{")[1].split(",")[0] + "}"] == 1
+    for owner in ("user{labuser}", "account{default}", "partition{batch}"):
+        kind, label = owner.split("{")
+        assert samples[f"slurm_{kind}_jobs_running{{{label}"] == 1
+        assert samples[f"slurm_{kind}_jobs_pending{{{label}"] == 1
+        assert samples[f"slurm_{kind}_cpus_running{{{label}"] == 2
+        assert samples[f"slurm_{kind}_gpus_running{{{label}"] == 1
+        assert samples[f"slurm_{kind}_gpus_pending{{{label}"] == 1
+    # waits of the started jobs: the running one and the two ended ones (1 s and 30 s)
+    assert samples["slurm_job_wait_seconds_count"] == 3
+    assert samples["slurm_job_wait_seconds_bucket{30.0}"] == 3
 
 
 def _gpu_cluster() -> FakeSlurm:
@@ -167,5 +183,85 @@ def test_the_exposition_carries_every_name_the_spec_lists():
     registry = CollectorRegistry()
     registry.register(exporter.SlurmCollector("22.05.8", run=captured("22.05")))
     text = generate_latest(registry).decode()
-    exposed = {line.split()[0] for line in text.splitlines() if not line.startswith("#")}
+    exposed = {
+        line.split()[0].split("{")[0] for line in text.splitlines() if not line.startswith("#")
+    }
     assert set(SPEC_NAMES) <= exposed, set(SPEC_NAMES) - exposed
+
+
+def _queue(*jobs: tuple[str, str, str, str, int, str]) -> str:
+    """squeue text rows: (job id, state, user, account, GPUs, start time or N/A)."""
+    return "".join(
+        f"{job_id}|{state}|{user}|{account}|batch|1|4|cpu=4,gres/gpu={gpus}|"
+        f"2026-11-27T10:00:00|{start}|1:00:00|{'w01' if start != 'N/A' else ''}|None|job\n"
+        for job_id, state, user, account, gpus, start in jobs
+    )
+
+
+def _collector_over(queue: list[str], top: int = 20):
+    """A collector whose squeue answers each entry of `queue` in turn (a new one per
+    collection), with the captured 24.11 nodes."""
+    slurm = captured("24.11", ended="")
+    jobs_key = " ".join(slurm_output.slurm_command("jobs", json=False, ended=True))
+    now = [0.0]
+    collector = exporter.SlurmCollector(
+        "24.11.5", run=slurm, cache_seconds=30, clock=lambda: now[0], top=top
+    )
+
+    def next_collection(index: int) -> dict[str, float]:
+        slurm.answers[jobs_key] = queue[index]
+        now[0] += 30
+        return scrape(collector)
+
+    return next_collection
+
+
+def test_users_beyond_the_top_are_summed_as_other_and_partitions_are_not_bounded():
+    rows = [
+        (str(i), "RUNNING", f"u{i % 5}", f"a{i % 5}", 1, "2026-11-27T10:01:00") for i in range(10)
+    ]
+    rows += [("99", "PENDING", "u0", "a0", 2, "N/A")]
+    samples = _collector_over([_queue(*rows)], top=2)(0)
+    users = {k: v for k, v in samples.items() if k.startswith("slurm_user_jobs_running{")}
+    # u0 (3 jobs with its pending one) and u1 (2, first by name among the 2s) keep their label
+    assert users == {
+        "slurm_user_jobs_running{u0}": 2,
+        "slurm_user_jobs_running{u1}": 2,
+        "slurm_user_jobs_running{_other}": 6,
+    }
+    assert samples["slurm_user_gpus_pending{u0}"] == 2
+    assert samples["slurm_account_gpus_running{_other}"] == 6
+    assert samples["slurm_partition_jobs_running{batch}"] == 10
+    assert samples["slurm_partition_cpus_running{batch}"] == 40
+
+
+def test_each_jobs_wait_is_counted_once_from_submission_to_start():
+    waiting = _queue(("7", "PENDING", "u", "a", 1, "N/A"))
+    started = _queue(("7", "RUNNING", "u", "a", 1, "2026-11-27T10:05:00"))
+    ended = _queue(("7", "COMPLETED", "u", "a", 1, "2026-11-27T10:05:00"))
+    collect = _collector_over([waiting, started, started, ended, "", started])
+    assert collect(0)["slurm_job_wait_seconds_count"] == 0
+    after = collect(1)
+    assert after["slurm_job_wait_seconds_count"] == 1
+    assert after["slurm_job_wait_seconds_sum"] == 300
+    assert (
+        after["slurm_job_wait_seconds_bucket{60.0}"],
+        after["slurm_job_wait_seconds_bucket{300.0}"],
+    ) == (0, 1)
+    assert collect(2)["slurm_job_wait_seconds_count"] == 1
+    assert collect(3)["slurm_job_wait_seconds_count"] == 1
+    # slurmctld forgot the job (MinJobAge): so does the exporter, which counts what it sees anew
+    assert collect(4)["slurm_job_wait_seconds_count"] == 1
+    assert collect(5)["slurm_job_wait_seconds_count"] == 2
+
+
+def test_a_pending_jobs_estimated_start_and_a_job_cancelled_while_pending_are_no_waits():
+    row = "|labuser|default|batch|1|1|cpu=1,gres/gpu=1|2026-11-27T10:00:00|{}|UNLIMITED|{}|{}|j\n"
+    queue = (
+        "8|PENDING" + row.format("2027-11-27T10:00:00", "", "Resources")  # a year ahead
+        + "9|CANCELLED" + row.format("2026-11-27T10:02:00", "", "None")  # never ran
+    )  # fmt: skip
+    samples = _collector_over([queue])(0)
+    assert samples["slurm_job_wait_seconds_count"] == 0
+    (pending, _) = slurm_output.slurm_jobs(queue, ended=True)
+    assert pending["start_time"] is None

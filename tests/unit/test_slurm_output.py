@@ -1,8 +1,10 @@
 """slurm_common's Slurm readers against output captured from real 22.05 and 24.11 daemons
-(tests/fixtures/slurm/capture.sh: a completed and a failed job, one running, one pending,
-the only worker draining with a reason that contains a `|`)."""
+(tests/fixtures/slurm/capture.sh: a completed and a failed job, one running on the GPU, one
+pending for it, the only worker, with one GPU device file, draining with a reason that contains
+a `|`)."""
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -64,7 +66,7 @@ def test_a_draining_node_reads_the_same_from_json_and_text(version):
     assert from_json["reason"] == "capture: draining | with a bar"
     assert from_json["cpus"] == from_json["alloc_cpus"] == 2
     assert from_json["partitions"] == ["batch"]
-    assert from_json["gpus"] == 0 and from_json["gres"] is None
+    assert from_json["gpus"] == 1 and from_json["gres"] == "gpu:1"
     assert from_json["version"] == _read(version, "VERSION").strip()
     assert {**from_text, "version": from_json["version"]} == from_json
 
@@ -76,15 +78,50 @@ def test_24_11_sinfo_json_groups_nodes_so_nodes_come_from_scontrol():
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_the_queue_reads_the_same_from_json_and_text(version):
+def test_the_queue_reads_the_same_from_json_and_text(version, monkeypatch):
+    # squeue's text prints local time; the capture's hosts run in UTC.
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
     from_json = slurm_output.slurm_jobs(_read(version, "squeue.json"))
     from_text = slurm_output.slurm_jobs(_read(version, "jobs.txt"))
     # squeue --json still lists ended jobs; the readers keep the queue only, like squeue's text.
     assert [(j["job_id"], j["state"]) for j in from_json] == [("5", "RUNNING"), ("6", "PENDING")]
     # The text gives the reason's description, JSON its code.
     assert [{**j, "reason": None} for j in from_json] == [{**j, "reason": None} for j in from_text]
-    assert from_json[1]["reason"] == "Resources"
-    assert from_json[0]["node_list"] == from_json[0]["node_list"].split("-")[0] + "-w01"
+    running, pending = from_json
+    assert pending["reason"] == "Resources"
+    assert running["node_list"] == running["node_list"].split("-")[0] + "-w01"
+    # the GPU the running job holds (asked per node) and the one the pending job asks for
+    # (per job); the limit in minutes, none for unlimited; a `|` in a name is the name's
+    assert (running["gpus"], running["cpus"], running["time_limit"]) == (1, 2, 120)
+    assert (pending["gpus"], pending["time_limit"], pending["start_time"]) == (1, None, None)
+    assert pending["name"] == "queued | one GPU" and running["name"] == "long"
+    assert running["account"] == pending["account"] == "default"
+    assert 0 <= running["start_time"] - running["submit_time"] < 60
+
+
+@pytest.mark.parametrize(
+    ("tres", "gpus"),
+    [
+        ("", 0),
+        (None, 0),
+        ("cpu=2,node=1,billing=2", 0),
+        ("cpu=2,node=1,billing=2,gres/gpu=1", 1),
+        ("cpu=8,gres/gpu=4,gres/gpu:h200=4", 4),
+        ("cpu=8,gres/gpu:a100=2,gres/gpu:h200=1", 3),
+    ],
+)
+def test_gpus_of_a_job_come_from_its_tres(tres, gpus):
+    assert slurm_output.slurm_tres_gpus(tres) == gpus
+
+
+@pytest.mark.parametrize(
+    ("limit", "minutes"),
+    [("5:00", 5), ("2:00:00", 120), ("1-00:00:00", 1440), ("30", 30), ("0:30", 1),
+     ("UNLIMITED", None), ("INVALID", None), ("", None)],
+)  # fmt: skip
+def test_a_time_limit_as_squeue_prints_it_is_read_in_minutes(limit, minutes):
+    assert slurm_output._minutes(limit) == minutes
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -152,7 +189,7 @@ def test_the_readers_need_only_the_standard_library(tmp_path: Path):
         for line in source.splitlines()
         if line.startswith(("import ", "from "))
     }
-    assert imports <= {"__future__", "json", "re", "typing"}
+    assert imports <= {"__future__", "json", "re", "time", "typing"}
 
 
 def test_a_narrowed_nodes_query_is_the_text_form_in_every_version():

@@ -13,6 +13,13 @@ One collection serves every scrape for --cache-seconds (the scrape interval), so
 scrapers costs one set of Slurm calls per interval. It needs only python3 and Debian's
 python3-prometheus-client, and runs as an unprivileged user: squeue, sinfo and scontrol
 answer any user.
+
+Names follow the community exporter (prometheus-slurm-exporter) where the meaning is the same
+(slurm_nodes_*, slurm_cpus_*, slurm_gpus_*, slurm_account_jobs_pending, ...). Its
+slurm_scheduler_queue_size is sdiag's agent queue, which this one does not read: pending jobs
+are slurm_queue_pending. Per user and per account, the --top most active keep their own label
+and the rest are summed under `_other` (no cluster user or account this bundle makes starts
+with `_`), so the series stay bounded however many users a cluster has.
 """
 
 from __future__ import annotations
@@ -21,12 +28,13 @@ import argparse
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import slurm_output
-from prometheus_client import REGISTRY, start_http_server
+from prometheus_client import REGISTRY, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 Runner = Callable[[list], str]
@@ -48,6 +56,17 @@ JOB_STATES = (
 )
 # Nodes that take jobs: their unallocated CPUs and GPUs count as idle, the rest as other.
 SCHEDULABLE = ("idle", "mix", "alloc")
+# Per user, account and partition: what their pending and running jobs hold or ask for.
+OWNER_SERIES = (
+    ("jobs_pending", "Pending jobs"),
+    ("jobs_running", "Running jobs"),
+    ("cpus_running", "CPUs held by running jobs"),
+    ("gpus_running", "GPUs held by running jobs"),
+    ("gpus_pending", "GPUs asked for by pending jobs"),
+)
+OTHERS = "_other"
+# From seconds to days: a GPU queue waits minutes to hours.
+WAIT_BUCKETS = (10, 30, 60, 300, 900, 1800, 3600, 7200, 21600, 43200, 86400, 172800)
 
 
 def run_command(argv: list, timeout: float = 30) -> str:
@@ -82,13 +101,25 @@ class SlurmCollector:
         run: Runner = run_command,
         cache_seconds: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        top: int = 20,
     ) -> None:
         self.version = version
         self.run = run
         self.cache_seconds = cache_seconds
         self.clock = clock
+        self.top = top
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
+        # Each job's wait is counted once, when a collection first sees it started; the ids
+        # are forgotten when slurmctld forgets the job (MinJobAge). After a restart, the
+        # started jobs slurmctld still holds are counted again, as a counter reset.
+        self._waits = Histogram(
+            "slurm_job_wait_seconds",
+            "Seconds from submission to start, of the jobs seen starting",
+            buckets=WAIT_BUCKETS,
+            registry=None,
+        )
+        self._waits_seen: set[str] = set()
 
     def snapshot(self) -> Snapshot:
         # One reader at a time: scrapes that arrive during a collection wait for its result.
@@ -115,7 +146,20 @@ class SlurmCollector:
         else:  # a build without the JSON serializer: no GPU use in the text forms
             nodes = [{**n, "alloc_gpus": None} for n in slurm_output.slurm_nodes(nodes_output)]
         jobs = slurm_output.slurm_jobs(jobs_output, ended=True)
+        self._count_waits(jobs)
         return Snapshot(nodes, jobs, True, time.perf_counter() - started, now)
+
+    def _count_waits(self, jobs: list[dict[str, Any]]) -> None:
+        present = set()
+        for job in jobs:
+            present.add(job["job_id"])
+            # a job cancelled while pending has a start time but ran nowhere
+            if job["job_id"] in self._waits_seen or not (job["start_time"] and job["node_list"]):
+                continue
+            if job["submit_time"] and job["start_time"] >= job["submit_time"]:
+                self._waits.observe(job["start_time"] - job["submit_time"])
+            self._waits_seen.add(job["job_id"])
+        self._waits_seen &= present
 
     def collect(self) -> Iterator[Metric]:
         snap = self.snapshot()
@@ -178,13 +222,46 @@ class SlurmCollector:
                 f"Jobs {state} (ended ones while slurmctld still holds them, MinJobAge)",
                 count,
             )
-        yield _gauge(
-            "slurm_scheduler_queue_size",
-            "Pending jobs: the backlog the scheduler walks",
-            jobs["pending"],
-        )
         yield node_state_family
         yield from per_node.values()
+        yield from self._owner_series(snap.jobs)
+        yield from self._waits.collect()
+
+    def _owner_series(self, jobs: list[dict[str, Any]]) -> Iterator[Metric]:
+        """slurm_{user,account,partition}_{jobs,cpus,gpus}_*: users and accounts bounded to
+        the --top with the most pending and running jobs, the rest summed as _other."""
+        queued = [j for j in jobs if j["state"] in ("PENDING", "RUNNING")]
+        for owner, field_name, bounded in (
+            ("user", "user", True),
+            ("account", "account", True),
+            ("partition", "partition", False),
+        ):
+            names = [str(j[field_name] or "") for j in queued]
+            counts = Counter(names)
+            kept = set(counts)
+            if bounded and len(kept) > self.top:
+                ranked = sorted(kept, key=lambda n: (-counts[n], n))
+                kept = set(ranked[: self.top])
+            totals: dict[str, dict[str, int]] = {}
+            for job, name in zip(queued, names, strict=True):
+                row = totals.setdefault(
+                    name if name in kept else OTHERS,
+                    dict.fromkeys((series for series, _ in OWNER_SERIES), 0),
+                )
+                if job["state"] == "PENDING":
+                    row["jobs_pending"] += 1
+                    row["gpus_pending"] += job["gpus"] or 0
+                else:
+                    row["jobs_running"] += 1
+                    row["cpus_running"] += job["cpus"] or 0
+                    row["gpus_running"] += job["gpus"] or 0
+            for series, text in OWNER_SERIES:
+                family = GaugeMetricFamily(
+                    f"slurm_{owner}_{series}", f"{text}, by {owner}", labels=[owner]
+                )
+                for name, row in sorted(totals.items()):
+                    family.add_metric([name], row[series])
+                yield family
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
@@ -193,12 +270,16 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
 
 def main(argv: list | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--address", default="0.0.0.0")
+    # The unit passes the address Prometheus scrapes; alone, it answers this host only.
+    parser.add_argument("--address", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9341)
     parser.add_argument("--cache-seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--top", type=int, default=20, help="users and accounts with their own series"
+    )
     args = parser.parse_args(argv)
     version = slurm_output.slurm_version(run_command(["sinfo", "-V"]))
-    REGISTRY.register(SlurmCollector(version, cache_seconds=args.cache_seconds))
+    REGISTRY.register(SlurmCollector(version, cache_seconds=args.cache_seconds, top=args.top))
     start_http_server(args.port, addr=args.address)
     while True:
         time.sleep(3600)

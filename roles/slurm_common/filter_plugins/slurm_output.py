@@ -16,12 +16,31 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
-# Free text (reasons) goes last: the split stops before it, so a `|` in a reason is harmless.
+# Free text (reasons, job names) goes last: the split stops before it, so a `|` in it is
+# harmless. Jobs use squeue's -O form: only it has the TRES a job holds (its GPUs, whether
+# asked per node, per job or per task); each field ends with `|` and is printed whole.
+JOB_FIELDS = (
+    "JobID",
+    "State",
+    "UserName",
+    "Account",
+    "Partition",
+    "NumNodes",
+    "NumCPUs",
+    "tres-alloc",
+    "SubmitTime",
+    "StartTime",
+    "TimeLimit",
+    "NodeList",
+    "Reason",
+    "Name",
+)
 TEXT_COMMANDS: dict[str, list[str]] = {
     "nodes": ["sinfo", "-h", "-N", "-o", "%N|%T|%C|%m|%G|%P|%E"],
-    "jobs": ["squeue", "-h", "-a", "-o", "%i|%T|%u|%P|%D|%C|%N|%r"],
+    "jobs": ["squeue", "-h", "-a", "-O", ",".join([f + ":|" for f in JOB_FIELDS[:-1]] + ["Name:"])],
     "accounting": [
         "sacct",
         "-n",
@@ -31,7 +50,7 @@ TEXT_COMMANDS: dict[str, list[str]] = {
         "JobID,State,User,NNodes,NodeList,ExitCode",
     ],
 }
-_TEXT_FIELDS = {"nodes": 7, "jobs": 8, "accounting": 6}
+_TEXT_FIELDS = {"nodes": 7, "jobs": len(JOB_FIELDS), "accounting": 6}
 
 # Each query's JSON form, from the first version where it is right. 22.05's `sacct --json`
 # reports exit code 0 for a job that exited 3 (openapi dbv0.0.38), so accounting uses the text
@@ -188,29 +207,48 @@ def slurm_node_usage(output: str) -> list[dict[str, Any]]:
 
 
 def slurm_jobs(output: str, ended: bool = False) -> list[dict[str, Any]]:
-    """One record per job in the queue: job_id, state, user, partition, nodes (count), cpus,
-    node_list, reason. With `ended`, also the jobs that ended but slurmctld still holds
-    (MinJobAge), which `squeue --json` lists and the text form when asked with `ended`."""
+    """One record per job in the queue: job_id, state, user, account, partition, nodes (count),
+    cpus, gpus (held when running, asked for when pending), submit_time and start_time (epoch
+    seconds; None while pending, whatever the scheduler estimates), time_limit (minutes; None:
+    unlimited), node_list, reason, name. With `ended`, also the jobs that ended but slurmctld
+    still holds (MinJobAge), which `squeue --json` lists and the text form when asked with
+    `ended`. The text form prints times in the local time zone of the host that ran squeue:
+    they are read in this process's."""
     if _is_json(output):
         jobs = [_job_from_json(job) for job in _json(output, "jobs")]
         return sorted((job for job in jobs if ended or job["state"] not in _ENDED), key=_job_order)
     jobs = []
-    for job_id, state, user, partition, nodes, cpus, node_list, reason in _text_rows(
-        output, "jobs"
-    ):
+    for row in _text_rows(output, "jobs"):
+        job_id, state, user, account, partition, nodes, cpus, tres = row[:8]
+        submit_time, start_time, time_limit, node_list, reason, name = row[8:]
         jobs.append(
             {
                 "job_id": job_id,
                 "state": state.upper(),
                 "user": user,
+                "account": _none_if_null(account),
                 "partition": partition,
                 "nodes": _int(nodes),
                 "cpus": _int(cpus),
+                "gpus": slurm_tres_gpus(tres),
+                "submit_time": _local_time(submit_time),
+                "start_time": _started(state.upper(), _local_time(start_time)),
+                "time_limit": _minutes(time_limit),
                 "node_list": node_list or None,
                 "reason": _none_if_null(reason),
+                "name": name,
             }
         )
     return sorted(jobs, key=_job_order)
+
+
+def slurm_tres_gpus(tres: str | None) -> int:
+    """GPUs in a TRES string ('cpu=2,node=1,gres/gpu=1'; a typed gres may be listed beside
+    its total as 'gres/gpu:h200=1', or alone)."""
+    counts = dict(item.split("=", 1) for item in (tres or "").split(",") if "=" in item)
+    if "gres/gpu" in counts:
+        return _int(counts["gres/gpu"]) or 0
+    return sum(_int(v) or 0 for k, v in counts.items() if k.startswith("gres/gpu:"))
 
 
 def slurm_accounting(output: str) -> list[dict[str, Any]]:
@@ -521,16 +559,53 @@ def _node_from_json(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def _job_from_json(job: dict[str, Any]) -> dict[str, Any]:
+    limit = _number(job.get("time_limit"))
     return {
         "job_id": str(job["job_id"]),
         "state": _first(job.get("job_state")),
         "user": job.get("user_name") or None,
+        "account": _none_if_null(job.get("account")),
         "partition": job.get("partition") or None,
         "nodes": _int(job.get("node_count")),
         "cpus": _int(job.get("cpus")),
+        # what squeue -O tres-alloc prints: held once running, asked for before
+        "gpus": slurm_tres_gpus(job.get("tres_alloc_str") or job.get("tres_req_str")),
+        "submit_time": _int(job.get("submit_time")) or None,
+        "start_time": _started(_first(job.get("job_state")), _int(job.get("start_time"))),
+        "time_limit": limit if isinstance(limit, int) else None,
         "node_list": _none_if_null(job.get("nodes")),
         "reason": _none_if_null(job.get("state_reason")),
+        "name": job.get("name") or "",
     }
+
+
+def _started(state: str, start_time: int | None) -> int | None:
+    """A pending job's start time is the scheduler's estimate (a year ahead when it cannot
+    tell): only a job that left the queue has one."""
+    return None if state == "PENDING" or not start_time else start_time
+
+
+def _local_time(text: str) -> int | None:
+    """squeue's '2026-11-27T14:46:05' (local time) as epoch seconds; N/A, Unknown: None."""
+    try:
+        return int(time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return None
+
+
+def _minutes(text: str) -> int | None:
+    """A time limit as squeue prints it ('5:00', '2:00:00', '1-00:00:00') in minutes;
+    UNLIMITED or INVALID: None."""
+    days, _, clock = text.strip().rpartition("-")
+    parts = clock.split(":")
+    if not all(p.isdigit() for p in parts) or not (days or "0").isdigit() or len(parts) > 3:
+        return None
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + int(part)
+    if len(parts) == 1:  # bare minutes; two parts are minutes:seconds
+        seconds *= 60
+    return int(days or 0) * 1440 + (seconds + 59) // 60
 
 
 def _job_order(job: dict[str, Any]) -> tuple[int, str]:
