@@ -9,13 +9,22 @@ compaction into blocks shrinks it), and Prometheus's sizing rule, ingested sampl
 retention seconds x bytes per sample (its documentation gives 1-2 bytes; 2 is used).
 Per-node series are what node_exporter and the Slurm exporter's per-node metrics add per member.
 
+With --exporter-series (no lab), counts the series the Slurm exporter's own code produces for
+100 and 1,000 nodes at 1,000 to 100,000 jobs spread over --users users in 40 accounts (the
+answers bench.slurm_exporter builds from the captured records), and sizes them the same way:
+the per-user and per-account series are bounded by the exporter's --top, so they must not
+grow with the job count.
+
 Usage: python -m bench.prometheus_growth --lab NAME [--minutes 15] [--every 60]
+       python -m bench.prometheus_growth --exporter-series [--users 500]
 """
 
 import argparse
 import json
+import sys
 import time
 
+from bench import slurm_exporter as exporter_bench
 from driver.lab.lab import controller_container
 
 RETENTION_S = 7 * 86400
@@ -56,12 +65,56 @@ def sample(lab: str) -> dict:
     }
 
 
+def exporter_series(users: int) -> None:
+    """The Slurm exporter's series by cluster size and job count, from its own collection."""
+    for path in ("roles/slurm_common/filter_plugins", "roles/monitoring/files"):
+        sys.path.insert(0, str(exporter_bench.ROOT / path))
+    import slurm_exporter
+
+    exporter_bench.USERS = users
+    interval_s = 30
+    print(
+        "| nodes | jobs | users | series | of them per user/account/partition "
+        "| samples/s | 7 days, sizing rule |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for nodes in (100, 1000):
+        for jobs in (1000, 10000, 100000):
+            command, node_answer, job_answer = exporter_bench.answers("24.11", nodes, jobs)
+            replies = {command: node_answer}
+            jobs_argv = slurm_exporter.slurm_output.slurm_command("jobs", json=False, ended=True)
+            replies[" ".join(jobs_argv)] = json.loads(job_answer)
+            collector = slurm_exporter.SlurmCollector(
+                "24.11.5", run=lambda argv, r=replies: r[" ".join(argv)]
+            )
+            families = list(collector.collect())
+            series = sum(len(f.samples) for f in families)
+            owners = sum(
+                len(f.samples)
+                for f in families
+                if f.name.startswith(("slurm_user_", "slurm_account_", "slurm_partition_"))
+            )
+            rate = series / interval_s
+            disk = rate * RETENTION_S * BYTES_PER_SAMPLE / 2**30
+            print(
+                f"| {nodes:,} | {jobs:,} | {users:,} | {series:,} | {owners:,} "
+                f"| {rate:.1f} | {disk:.3f} GiB |"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--lab", required=True)
+    parser.add_argument("--lab")
     parser.add_argument("--minutes", type=float, default=15)
     parser.add_argument("--every", type=float, default=60)
+    parser.add_argument("--exporter-series", action="store_true")
+    parser.add_argument("--users", type=int, default=500)
     args = parser.parse_args()
+    if args.exporter_series:
+        exporter_series(args.users)
+        return
+    if not args.lab:
+        parser.error("--lab NAME, or --exporter-series")
     members = int(_on_controller(args.lab, "ls /etc/prometheus/slurm-app-targets | wc -l"))
     samples = [sample(args.lab)]
     deadline = samples[0]["t"] + args.minutes * 60
