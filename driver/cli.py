@@ -36,6 +36,7 @@ from driver.runner.run import (
 from driver.schema_check import shipped_schema
 from driver.schemagen import SHIPPED, render
 from driver.site import load_site
+from driver.task import check_task_request, run_task
 
 
 class Exit(IntEnum):
@@ -269,6 +270,13 @@ def cmd_lab(args: argparse.Namespace) -> int:
             lab.add_host(args.name, args.host, storage=not args.without_storage, gpus=args.gpus)
             console.print(f"lab {args.name!r}: host {args.host} started", highlight=False)
             return Exit.OK
+        if args.lab_command == "task":
+            try:
+                given = json.loads(args.input) if args.input else {}
+            except ValueError as exc:
+                return _usage(f"--input: not JSON ({exc})", "human")
+            request = lab.task_request(args.name, args.task, args.user, given)
+            return cmd_task(argparse.Namespace(request=str(request)))
         if args.lab_command == "op":
             options = dict(_option(text) for text in args.option)
             request = lab.operation_request(args.name, args.operation, args.target, options)
@@ -336,6 +344,29 @@ def cmd_lab(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def cmd_task(args: argparse.Namespace) -> int:
+    """One typed task of the app on its component's host; prints the task's JSON answer and
+    exits with the task's code (6: the host could not be reached)."""
+    path = Path(args.request)
+    if not path.is_file():
+        return _usage(f"{path}: no such file", "json")
+    try:
+        with path.open("rb") as stream:
+            doc = load_request(stream, str(path))
+        checked = check_task_request(doc)
+    except DocumentError as exc:
+        _report([exc.finding], "json", valid=False)
+        return Exit.INVALID
+    except CatalogError as exc:
+        return _usage(f"the bundle is broken: {exc}", "json")
+    if checked.request is None or checked.spec is None:
+        _report(checked.findings, "json", valid=False)
+        return Exit.INVALID
+    code, answer = run_task(checked.request, checked.spec)
+    print(json.dumps(answer))
+    return code
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     sys.stdout.write(render(shipped_schema(f"{args.name}.schema.json")))
     return Exit.OK
@@ -386,6 +417,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=cmd_run)
 
+    task = sub.add_parser(
+        "task",
+        help="run one of the app's typed tasks on its host (as the platform's node agent does)",
+    )
+    task.add_argument("request", help="the task request (JSON)")
+    task.set_defaults(func=cmd_task)
     inventory = sub.add_parser("inventory", help="print the inventory a request would run on")
     inventory.add_argument("request", help="request JSON file, or - for stdin")
     inventory.add_argument("--format", choices=("yaml", "json"), default="yaml")
@@ -451,6 +488,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="an operation option; VALUE is read as JSON when it parses (600, true), else text",
     )
     lab_op.add_argument("--format", choices=("text", "json"), default="text")
+    lab_task = lab_sub.add_parser(
+        "task", help="run one of the app's typed tasks on the lab's controller (queue, submit, ...)"
+    )
+    lab_task.add_argument("task", help="queue, nodes, submit or cancel")
+    lab_task.add_argument("--name", default="lab")
+    lab_task.add_argument("--user", help="the cluster user asking (submit and cancel)")
+    lab_task.add_argument("--input", help="the task's input as JSON")
     lab_status = lab_sub.add_parser("status", help="list lab hosts (and sinfo for --name)")
     lab_status.add_argument("--name", default=None)
     lab_parser.set_defaults(func=cmd_lab)

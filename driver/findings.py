@@ -24,8 +24,9 @@ class Severity(StrEnum):
 # code -> hint. Schema findings use `schema.<keyword>` (catalog entry / request contract),
 # `placement.<keyword>`, `config.<keyword>`, `options.<keyword>` (the manifest's own schemas).
 HINTS: dict[str, str] = {
-    "schema": "the document breaks its contract; `slurm-app-driver schema catalog-entry` or "
-    "`slurm-app-driver schema operation-request` prints it",
+    "schema": "the document breaks its contract; `slurm-app-driver schema catalog-entry`, "
+    "`schema operation-request` or `schema task-request` prints it",
+    "input": "task.input must satisfy the app's input_schema for that task",
     "placement": "instance.placement_intent must satisfy the version's placement_schema",
     "config": "the config must satisfy the app version's config_schema",
     "options": "operation.options must satisfy the operation's options_schema",

@@ -132,10 +132,16 @@ def _is_string_schema(sub: dict[str, Any]) -> bool:
     return kind == "string" or (isinstance(kind, list) and "string" in kind)
 
 
-def _string_safety(doc: Document, schema: dict[str, Any], base: LinePath) -> list[Finding]:
+def _string_safety(
+    doc: Document, schema: dict[str, Any], base: LinePath, data_ok: bool = False
+) -> list[Finding]:
+    """`data_ok` (task inputs): a string that declares contentMediaType and maxLength is data
+    the task passes on as a whole (a batch script on sbatch's stdin), never templated."""
     findings = []
     for path, sub in subschemas(schema):
         if not _is_string_schema(sub) or "enum" in sub or "const" in sub:
+            continue
+        if data_ok and "contentMediaType" in sub and "maxLength" in sub:
             continue
         if sub.get("format") in SAFE_FORMATS:
             continue
@@ -296,6 +302,32 @@ def _check_embedding(doc: Document, embedding: Any, base: LinePath) -> list[Find
     return findings
 
 
+def _check_tasks(doc: Document, version: Version, base: LinePath) -> list[Finding]:
+    """Typed tasks: valid schemas, a closed input (a task's input is untrusted: every field
+    typed, nothing unknown let through), a known component, names unique."""
+    findings = _duplicates(doc, (t.name for t in version.tasks), (*base, "tasks"), "name")
+    for index, task in enumerate(version.tasks):
+        task_base = (*base, "tasks", index)
+        # the input is untrusted: typed, closed, bounded; the output is what the command
+        # answers, rendered nowhere: only a valid schema
+        input_base = (*task_base, "input_schema")
+        findings += _meta_findings(doc, task.input_schema, input_base) or (
+            _default_findings(doc, task.input_schema, input_base)
+            + _string_safety(doc, task.input_schema, input_base, data_ok=True)
+            + _open_values(doc, task.input_schema, input_base)
+        )
+        findings += _meta_findings(doc, task.output_schema, (*task_base, "output_schema"))
+        if version.component(task.component_key) is None:
+            findings.append(
+                doc.finding(
+                    "unknown-component",
+                    (*task_base, "component_key"),
+                    f"no component {task.component_key!r}",
+                )
+            )
+    return findings
+
+
 def _check_version(
     doc: Document, version: Version, base: LinePath, dashboard_uids: set[str] | None
 ) -> list[Finding]:
@@ -350,6 +382,7 @@ def _check_version(
                     f"no component {op.target_component_key!r}",
                 )
             )
+    findings += _check_tasks(doc, version, base)
     properties = version.placement_schema.get("properties")
     if not isinstance(properties, dict):  # already reported as invalid-subschema
         properties = {}

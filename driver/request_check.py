@@ -93,7 +93,7 @@ _FOLDER_RULE = (
 )
 
 
-def _private_file(
+def private_file(
     doc: Document,
     path: LinePath,
     file: Path,
@@ -167,7 +167,7 @@ def _reserved_ip(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast
 
 
-def _reserved_address(address: str) -> bool:
+def reserved_address(address: str) -> bool:
     canonical = canonical_address(address)
     if canonical in RESERVED_NAMES or canonical.endswith(".localhost"):
         return True
@@ -270,7 +270,7 @@ class _Rules:
                     "expected an IPv4 address as four decimal numbers (a.b.c.d), an IPv6 "
                     "address or a DNS name; shorthand, octal and hex spellings are refused",
                 )
-            elif _reserved_address(allocation.address):
+            elif reserved_address(allocation.address):
                 self.add(
                     "reserved-address",
                     ("allocations", index, "address"),
@@ -520,7 +520,7 @@ def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
     Messages never name a secret reference's value."""
     creds = request.credentials
     folder = instance_credentials_dir(request.project_id, request.instance.id)
-    findings = _private_file(
+    findings = private_file(
         doc,
         ("credentials", "ssh_private_key_file"),
         Path(creds.ssh_private_key_file),
@@ -528,7 +528,7 @@ def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
         folder,
     )
     if creds.munge_key_file:
-        findings += _private_file(
+        findings += private_file(
             doc,
             ("credentials", "munge_key_file"),
             Path(creds.munge_key_file),
@@ -557,7 +557,7 @@ def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
                 )
             )
             continue
-        findings += _private_file(
+        findings += private_file(
             doc,
             path,
             secrets_dir / name,

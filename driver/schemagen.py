@@ -13,11 +13,13 @@ from pydantic import BaseModel
 
 from driver.models.manifest import CatalogEntry
 from driver.models.request import OperationRequest
+from driver.task import TaskRequest
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 SHIPPED: dict[str, tuple[type[BaseModel], str]] = {
     "catalog-entry.schema.json": (CatalogEntry, "Catalog entry (app manifest)"),
     "operation-request.schema.json": (OperationRequest, "Driver operation request"),
+    "task-request.schema.json": (TaskRequest, "Driver task request"),
 }
 
 

@@ -41,6 +41,7 @@ PRELOADED_PACKAGES = (
     "prometheus-alertmanager",
     "prometheus-node-exporter",
     "python3-prometheus-client",
+    "python3-jsonschema",
 )
 
 

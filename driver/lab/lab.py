@@ -293,6 +293,29 @@ def operation_request(
     return path
 
 
+def task_request(
+    name: str, task: str, user: str | None = None, given: dict[str, Any] | None = None
+) -> Path:
+    """One of the app's typed tasks on the deployed lab's controller, as the platform's node
+    agent would be asked to run it (`slurm-app-driver task`). Returns the request file."""
+    deploy = _cluster_as_it_stands(name)
+    controller_id = deploy["instance"]["placement_intent"]["controller_allocation_id"]
+    controller = next(a for a in deploy["allocations"] if a["id"] == controller_id)
+    request = {
+        "api_version": "v1",
+        "correlation_id": f"lab-{uuid.uuid4()}",
+        "org_id": deploy["org_id"],
+        "project_id": deploy["project_id"],
+        "instance": {k: deploy["instance"][k] for k in ("id", "app_slug", "version")},
+        "allocation": controller,
+        "credentials": {"ssh_private_key_file": deploy["credentials"]["ssh_private_key_file"]},
+        "task": {"name": task, "input": given or {}, **({"user": user} if user else {})},
+    }
+    path = lab_dir(name) / f"task-{task}.json"
+    path.write_text(json.dumps(request, indent=2) + "\n")
+    return path
+
+
 def portal_request(
     name: str, host: str, operation: str, config: dict[str, Any], secrets_dir: Path
 ) -> Path:

@@ -12,6 +12,7 @@ from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
 from driver.models.common import (
+    AbsolutePath,
     AppVersion,
     ComponentKey,
     DisplayText,
@@ -144,6 +145,35 @@ class Ui(StrictModel):
     tabs: list[Tab] = Field(default_factory=list)
 
 
+TaskName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$", max_length=32)]
+TaskType = Annotated[
+    str,
+    Field(
+        pattern=r"^app\.[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$",
+        max_length=64,
+        description="The node agent's task type, e.g. app.slurm.query.",
+    ),
+]
+
+
+class Task(StrictModel):
+    """A typed task the platform's node agent runs on one component's host: `command` reads
+    {task, correlation_id, user, input} as JSON on stdin and writes one JSON answer
+    ({task, correlation_id, status: ok|error, output | error, audit}); its exit code says the
+    outcome. The input is validated against input_schema by the platform and by the command."""
+
+    name: TaskName
+    type: TaskType
+    description: DisplayText
+    component_key: ComponentKey
+    command: AbsolutePath
+    audited: bool = Field(
+        default=False, description="Mutating: each call writes an audit line it also returns."
+    )
+    input_schema: JsonSchemaObject
+    output_schema: JsonSchemaObject
+
+
 class Version(StrictModel):
     version: AppVersion
     release_notes: LongText | SkipJsonSchema[None] = None
@@ -154,6 +184,7 @@ class Version(StrictModel):
     instance_references: list[InstanceReference] = Field(default_factory=list)
     operations: Annotated[list[Operation], Field(min_length=1)]
     ui: Ui
+    tasks: list[Task] = Field(default_factory=list)
 
     def operation(self, operation_type: str) -> Operation | None:
         return next((op for op in self.operations if op.type == operation_type), None)

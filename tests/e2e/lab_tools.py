@@ -204,3 +204,94 @@ def check_gpu_job_mapping(lab_name: str, worker: str) -> None:
         assert f"job {job}: cannot create {GPU_JOB_MAP}" in logged, logged
     finally:
         on_host(lab_name, worker, f"rm -f {GPU_JOB_MAP} && install -d -m 0755 {GPU_JOB_MAP}")
+
+
+def lab_task(
+    lab_name: str, env: dict[str, str], name: str, user: str | None = None, **given
+) -> tuple[int, dict]:
+    """One of the app's typed tasks on the lab's controller through `slurm-app-driver task`
+    (by its full path, the platform's environment): (exit code, the task's answer)."""
+    request = lab.task_request(lab_name, name, user, given)
+    ran = console_script("task", str(request), env=env, timeout=180)
+    assert ran.stdout.strip(), ran.stderr
+    return ran.returncode, json.loads(ran.stdout)
+
+
+# What a user's batch script may hold that no layer between the platform and sbatch may read
+# as anything but text: a command substitution (run by the job's own shell, as its user), a
+# template and a percent sign.
+LITERAL_SCRIPT = (
+    "#!/bin/bash\n"
+    "echo \"$(id -un) {{ lookup('env', 'HOME') }} 100% done\" > task-literal-$SLURM_JOB_ID.txt\n"
+    "sleep 60\n"
+)
+
+
+def check_typed_tasks(
+    lab_name: str, env: dict[str, str], home: str, other: str | None = None
+) -> None:
+    """The Jobs and Nodes tabs' tasks on a lab (the lab user, accounting on): nodes as sinfo
+    says, a submit that runs the script as written as the user, the queue with the job, root
+    refused, `other` (another cluster user) refused the job's cancel, the user's cancel, the
+    job then in the failed view from accounting, and an audit line for each submit and
+    cancel."""
+    ctl = f"{lab_name}-ctl"
+    user = lab.LAB_USER["name"]
+
+    code, nodes = lab_task(lab_name, env, "nodes")
+    assert code == 0, nodes
+    sinfo = on_host(lab_name, ctl, "sinfo -h -N -o '%N %T %c'").split("\n")
+    expected = sorted({tuple(line.split()) for line in sinfo if line})
+    answered = sorted(
+        (n["hostname"], n["state"], str(n["cpus_total"])) for n in nodes["output"]["nodes"]
+    )
+    assert answered == expected
+
+    code, refused = lab_task(lab_name, env, "submit", "root", script=LITERAL_SCRIPT)
+    assert code == 3 and refused["error"]["code"] == "forbidden", refused
+
+    code, submitted = lab_task(
+        lab_name, env, "submit", user, script=LITERAL_SCRIPT, name="literal", time_limit="00:05:00"
+    )
+    assert code == 0, submitted
+    job_id = submitted["output"]["job_id"]
+    assert submitted["audit"]["job_id"] == job_id and submitted["audit"]["outcome"] == "ok"
+    code, queue = lab_task(lab_name, env, "queue", user=user)
+    (job,) = [j for j in queue["output"]["jobs"] if j["job_id"] == job_id]
+    assert (job["name"], job["user"], job["time_limit"]) == ("literal", user, "00:05:00")
+    assert job["state"] in ("pending", "running")
+    output = f"{home}/task-literal-{job_id}.txt"
+    on_host(
+        lab_name, ctl, f"for i in $(seq 60); do test -s {output} && exit 0; sleep 1; done; exit 1"
+    )
+    assert on_host(lab_name, ctl, f"cat {output}") == (
+        f"{user} {{{{ lookup('env', 'HOME') }}}} 100% done\n"
+    )
+
+    if other:
+        code, refused = lab_task(lab_name, env, "cancel", other, job_id=job_id)
+        assert code == 3 and refused["error"]["code"] == "forbidden", refused
+    code, missing = lab_task(lab_name, env, "cancel", user, job_id=999999)
+    assert code == 4 and missing["error"]["code"] == "not_found", missing
+    code, cancelled = lab_task(lab_name, env, "cancel", user, job_id=job_id)
+    assert code == 0 and cancelled["output"] == {"job_id": job_id, "state": "cancelled"}
+    failed: list[dict] = []
+    for _ in range(30):
+        code, answer = lab_task(lab_name, env, "queue", state="failed")
+        assert answer["output"]["ended_jobs_from"] == "accounting"
+        failed = [j for j in answer["output"]["jobs"] if j["job_id"] == job_id]
+        if failed:
+            break
+        time.sleep(2)
+    assert [j["state"] for j in failed] == ["cancelled"]
+
+    audit = on_host(lab_name, ctl, "cat /var/log/slurm-app/tasks.log").splitlines()
+    lines = [json.loads(line) for line in audit]
+    assert [(x["task"], x["user"], x["outcome"]) for x in lines] == [
+        ("submit", "root", "forbidden"),
+        ("submit", user, "ok"),
+        *([("cancel", other, "forbidden")] if other else []),
+        ("cancel", user, "not_found"),
+        ("cancel", user, "ok"),
+    ]
+    assert "100% done" not in "\n".join(audit)  # the script's size, never its text

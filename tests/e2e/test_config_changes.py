@@ -6,7 +6,7 @@ deploy, and the next deploy repairing it; a new cluster_name refused."""
 import json
 
 import pytest
-from lab_tools import on_host, platform_env, run_request
+from lab_tools import check_typed_tasks, on_host, platform_env, run_request
 
 from driver.lab import lab
 
@@ -66,6 +66,14 @@ def test_partitions_users_and_accounting_change_on_a_running_cluster(cluster):
     # the readiness job of this deploy is in the new accounting database
     readiness = result["adapter_detail"]["readiness"]
     assert any(r["state"] == "COMPLETED" for r in readiness["accounting_record"])
+
+
+def test_the_jobs_and_nodes_tabs_typed_tasks_on_24_11(cluster):
+    """Issue 23 on Slurm 24.11, through `slurm-app-driver task` as the node agent would: the
+    lab user's job submitted, listed, refused to another cluster user, cancelled, then listed
+    as cancelled from accounting."""
+    _, env = cluster
+    check_typed_tasks(SPEC.name, env, "/home/labuser", other="newbie")
 
 
 def test_a_rerun_skips_the_converge_until_a_member_drifts(cluster):

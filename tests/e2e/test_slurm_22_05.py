@@ -7,6 +7,7 @@ again; a job's output on a worker is read everywhere and outlives the cluster.""
 import pytest
 from lab_tools import (
     check_gpu_job_mapping,
+    check_typed_tasks,
     lab_operation,
     on_host,
     platform_env,
@@ -109,6 +110,10 @@ def test_add_remove_and_add_again_on_22_05(cluster):
     prolog = "Prolog=/usr/local/libexec/slurm-app/gpu-job-map\n"
     assert prolog in _on("old-ctl", "cat /etc/slurm/slurm.conf")
     check_gpu_job_mapping(SPEC.name, "old-w02")
+
+
+def test_the_jobs_and_nodes_tabs_typed_tasks_on_22_05(cluster):
+    check_typed_tasks(SPEC.name, cluster, HOME)
 
 
 def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluster(cluster):

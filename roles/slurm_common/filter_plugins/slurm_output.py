@@ -38,9 +38,27 @@ JOB_FIELDS = (
     "Reason",
     "Name",
 )
+HISTORY_FIELDS = (
+    "JobID",
+    "State",
+    "User",
+    "Account",
+    "Partition",
+    "NNodes",
+    "NodeList",
+    "AllocTRES",
+    "Submit",
+    "Start",
+    "Elapsed",
+    "Timelimit",
+    "JobName",
+)
 TEXT_COMMANDS: dict[str, list[str]] = {
     "nodes": ["sinfo", "-h", "-N", "-o", "%N|%T|%C|%m|%G|%P|%E"],
     "jobs": ["squeue", "-h", "-a", "-O", ",".join([f + ":|" for f in JOB_FIELDS[:-1]] + ["Name:"])],
+    # The jobs that left the queue, one row each (-X: no steps), for the Jobs tab's completed
+    # and failed views; slurm_command adds the window's start.
+    "history": ["sacct", "-n", "-P", "-X", "-a", "-o", ",".join(HISTORY_FIELDS)],
     "accounting": [
         "sacct",
         "-n",
@@ -50,7 +68,12 @@ TEXT_COMMANDS: dict[str, list[str]] = {
         "JobID,State,User,NNodes,NodeList,ExitCode",
     ],
 }
-_TEXT_FIELDS = {"nodes": 7, "jobs": len(JOB_FIELDS), "accounting": 6}
+_TEXT_FIELDS = {
+    "nodes": 7,
+    "jobs": len(JOB_FIELDS),
+    "accounting": 6,
+    "history": len(HISTORY_FIELDS),
+}
 
 # Each query's JSON form, from the first version where it is right. 22.05's `sacct --json`
 # reports exit code 0 for a job that exited 3 (openapi dbv0.0.38), so accounting uses the text
@@ -99,6 +122,7 @@ def slurm_command(
     job_ids: list[Any] | None = None,
     nodes: list[str] | None = None,
     ended: bool = False,
+    since_days: int = 7,
 ) -> list[str]:
     """The argv that asks this Slurm version about `what` (nodes, jobs, accounting): its JSON
     form where the version has a right one and `json` is true, else the text form (which any
@@ -106,13 +130,13 @@ def slurm_command(
     query; a narrowed query is always the text form (22.05's `sinfo --json` ignores `-n`,
     the text forms filter alike in every version). `job_ids` narrows an accounting query.
     `ended` makes the text jobs query list the jobs that ended but slurmctld still holds, as
-    `squeue --json` always does."""
+    `squeue --json` always does. `history` (text in every version) covers `since_days`."""
     if what not in TEXT_COMMANDS:
         raise ValueError(f"unknown Slurm query {what!r}; expected one of {sorted(TEXT_COMMANDS)}")
     node_list = ",".join(nodes or [])
     if node_list:
         json = False
-    if json and slurm_version_tuple(version) >= JSON_SINCE[what]:
+    if json and what in JSON_SINCE and slurm_version_tuple(version) >= JSON_SINCE[what]:
         if what == "nodes" and slurm_version_tuple(version) >= SCONTROL_JSON_SINCE:
             argv = ["scontrol", "show", "nodes", "--json"]
         elif what == "nodes":
@@ -127,6 +151,8 @@ def slurm_command(
             argv[1:1] = ["-n" if what == "nodes" else "-w", node_list]
         if what == "jobs" and ended:
             argv[1:1] = ["-t", "all"]
+    if what == "history":
+        argv += ["-S", f"now-{int(since_days)}days"]
     if what == "accounting" and job_ids:
         # With -j sacct searches from the epoch, not from today's midnight.
         argv += ["-j", ",".join(str(job_id) for job_id in job_ids)]
@@ -196,11 +222,12 @@ def slurm_nodes(output: str) -> list[dict[str, Any]]:
 
 def slurm_node_usage(output: str) -> list[dict[str, Any]]:
     """slurm_nodes' records of a `--json` answer, with `alloc_gpus` from each node's
-    gres_used (the text forms carry no GPU use)."""
+    gres_used and `alloc_memory` (MB; the text forms carry neither)."""
     return [
         {
             **_node_from_json(node),
             "alloc_gpus": slurm_gres_gpus(_none_if_null(node.get("gres_used"))),
+            "alloc_memory": _int(node.get("alloc_memory")),
         }
         for node in _json(output, "nodes")
     ]
@@ -242,13 +269,51 @@ def slurm_jobs(output: str, ended: bool = False) -> list[dict[str, Any]]:
     return sorted(jobs, key=_job_order)
 
 
+def _tres(tres: str | None) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in (tres or "").split(",") if "=" in item)
+
+
+def _tres_count(tres: str | None, name: str) -> int | None:
+    return _int(_tres(tres).get(name))
+
+
 def slurm_tres_gpus(tres: str | None) -> int:
     """GPUs in a TRES string ('cpu=2,node=1,gres/gpu=1'; a typed gres may be listed beside
     its total as 'gres/gpu:h200=1', or alone)."""
-    counts = dict(item.split("=", 1) for item in (tres or "").split(",") if "=" in item)
+    counts = _tres(tres)
     if "gres/gpu" in counts:
         return _int(counts["gres/gpu"]) or 0
     return sum(_int(v) or 0 for k, v in counts.items() if k.startswith("gres/gpu:"))
+
+
+def slurm_history(output: str) -> list[dict[str, Any]]:
+    """The jobs of `sacct -X` (slurm_command's `history`) as slurm_jobs' records, plus elapsed
+    (seconds); reason is None (sacct keeps none worth showing for ended jobs)."""
+    jobs = []
+    for row in _text_rows(output, "history"):
+        job_id, state, user, account, partition, nodes, node_list, tres = row[:8]
+        submit_time, start_time, elapsed, time_limit, name = row[8:]
+        state = state.split()[0].upper() if state else ""  # "CANCELLED by 1000"
+        jobs.append(
+            {
+                "job_id": job_id,
+                "state": state,
+                "user": user,
+                "account": _none_if_null(account),
+                "partition": partition,
+                "nodes": _int(nodes),
+                "cpus": _tres_count(tres, "cpu"),
+                "gpus": slurm_tres_gpus(tres),
+                "submit_time": _local_time(submit_time),
+                "start_time": _started(state, _local_time(start_time)),
+                "time_limit": _minutes(time_limit),
+                "node_list": _none_if_null(node_list),
+                "reason": None,
+                "name": name,
+                "elapsed": _seconds(elapsed),
+            }
+        )
+    return sorted(jobs, key=_job_order)
 
 
 def slurm_accounting(output: str) -> list[dict[str, Any]]:
@@ -452,6 +517,7 @@ class FilterModule:
             "slurm_taking_jobs": slurm_taking_jobs,
             "slurm_job_ended": slurm_job_ended,
             "slurm_jobs": slurm_jobs,
+            "slurm_history": slurm_history,
             "slurm_accounting": slurm_accounting,
         }
 
@@ -591,6 +657,16 @@ def _local_time(text: str) -> int | None:
         return int(time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S")))
     except ValueError:
         return None
+
+
+def _seconds(text: str) -> int | None:
+    """An elapsed time as sacct prints it ('00:00:01', '1-02:03:04') in seconds."""
+    days, _, clock = text.strip().rpartition("-")
+    parts = clock.split(":")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts) or not (days or "0").isdigit():
+        return None
+    hours, minutes, seconds = (int(p) for p in parts)
+    return int(days or 0) * 86400 + hours * 3600 + minutes * 60 + seconds
 
 
 def _minutes(text: str) -> int | None:

@@ -1,0 +1,316 @@
+"""The controller's typed tasks (roles/slurm_controller/files/slurm_app_task.py) against the
+Slurm answers captured from real 22.05 and 24.11 daemons: the answers' shapes are the
+manifest's output schemas, hostile inputs are refused before any Slurm command runs, submit and
+cancel run as the requesting user with the script as data, and each is audited."""
+
+import importlib
+import json
+import pwd
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from conftest import MANIFESTS, ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
+for folder in ("roles/slurm_common/filter_plugins", "roles/slurm_controller/files"):
+    if str(ROOT / folder) not in sys.path:
+        sys.path.insert(0, str(ROOT / folder))
+task = importlib.import_module("slurm_app_task")
+slurm_output = importlib.import_module("slurm_output")
+
+MANIFEST = yaml.safe_load((MANIFESTS / "slurm-reference" / "manifest.yaml").read_text())
+TASKS = {t["name"]: t for t in MANIFEST["versions"][-1]["tasks"]}
+ROOT_USER = {"name": "root", "uid": 0, "admin": True}
+ALICE, BOB, ADMIN = (
+    {"name": "alice", "uid": 2001, "admin": False},
+    {"name": "bob", "uid": 2002, "admin": False},
+    {"name": "ops", "uid": 2003, "admin": True},
+)
+
+
+class Host:
+    """The controller as the task sees it: Slurm's answers (captured), its accounts, and
+    every command the task ran (argv, stdin)."""
+
+    def __init__(self, version: str, accounting: bool = True) -> None:
+        folder = FIXTURES / version
+        self.version = (folder / "VERSION").read_text().strip()
+        self.jobs = (folder / "jobs.txt").read_text()
+        nodes = folder / "scontrol-nodes.json"
+        self.nodes = (nodes if nodes.exists() else folder / "sinfo.json").read_text()
+        self.history = ""
+        self.ran: list[tuple[list[str], str | None]] = []
+        self.down = False
+        self.accounting = accounting
+
+    def __call__(self, argv: list[str], user: str | None = None, stdin: str | None = None) -> str:
+        self.ran.append(((["runuser", "-u", user, "--"] if user else []) + argv, stdin))
+        if self.down:
+            raise task.TaskError("scheduler_unavailable", "Unable to contact slurm controller")
+        if argv[0] == "squeue":
+            if "-j" in argv:
+                wanted = argv[argv.index("-j") + 1]
+                rows = [r for r in self.jobs.splitlines() if r.split("|")[0] == wanted]
+                if not rows:
+                    raise task.TaskError(
+                        "failed", "slurm_load_jobs error: Invalid job id specified"
+                    )
+                return "\n".join(rows) + "\n"
+            return self.jobs
+        if argv[0] in ("sinfo", "scontrol"):
+            return self.nodes
+        if argv[0] == "sacct":
+            return self.history
+        if argv[0] == "sbatch":
+            return "42\n"
+        if argv[0] == "scancel":
+            return ""
+        raise AssertionError(f"unexpected command {argv}")
+
+    def config(self, tmp_path: Path) -> dict:
+        return {
+            "version": self.version,
+            "accounting": self.accounting,
+            # root listed by mistake: the task still never runs anything as root
+            "users": [ALICE, BOB, ADMIN, ROOT_USER],
+            "audit_log": str(tmp_path / "audit" / "tasks.log"),
+            "max_script_bytes": 65536,
+        }
+
+
+@pytest.fixture
+def host(monkeypatch, request):
+    slurm = Host(getattr(request, "param", "24.11"))
+    monkeypatch.setattr(task, "slurm", slurm)
+    accounts = {u["name"]: u["uid"] for u in (ALICE, BOB, ADMIN)} | {"root": 0}
+
+    def getpwnam(name: str):
+        if name not in accounts:
+            raise KeyError(name)
+        return pwd.struct_passwd(
+            (name, "x", accounts[name], accounts[name], "", f"/home/{name}", "/bin/bash")
+        )
+
+    monkeypatch.setattr(task.pwd, "getpwnam", getpwnam)
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    return slurm
+
+
+def ask(host: Host, tmp_path: Path, name: str, given: dict, user: str | None = "alice") -> dict:
+    request = {"task": name, "correlation_id": "corr-1", "input": given}
+    if user is not None:
+        request["user"] = user
+    schemas = {n: {"input_schema": t["input_schema"]} for n, t in TASKS.items()}
+    return task.answer_for(json.dumps(request), host.config(tmp_path), schemas)
+
+
+def check_output(name: str, answer: dict) -> dict:
+    assert answer["status"] == "ok", answer
+    jsonschema.Draft202012Validator(TASKS[name]["output_schema"]).validate(answer["output"])
+    return answer["output"]
+
+
+@pytest.mark.parametrize("host", ["22.05", "24.11"], indirect=True)
+def test_the_queue_answers_the_manifests_shape_alike_on_22_05_and_24_11(host, tmp_path):
+    jobs = check_output("queue", ask(host, tmp_path, "queue", {}))["jobs"]
+    running, pending = jobs
+    assert {k: running[k] for k in ("state", "gpus", "time_limit", "name", "user", "account")} == {
+        "state": "running", "gpus": 1, "time_limit": "02:00:00", "name": "long", "user": "labuser",
+        "account": "default",
+    }  # fmt: skip
+    assert running["nodes"].endswith("-w01") and running["time_elapsed"] is not None
+    assert {k: pending[k] for k in ("state", "gpus", "time_limit", "nodes", "time_elapsed")} == {
+        "state": "pending", "gpus": 1, "time_limit": "UNLIMITED", "nodes": "", "time_elapsed": None,
+    }  # fmt: skip
+    assert pending["name"] == "queued | one GPU"
+    assert pending["submit_time"].endswith("Z") and isinstance(pending["job_id"], int)
+    only_pending = check_output("queue", ask(host, tmp_path, "queue", {"state": "pending"}))
+    assert [j["job_id"] for j in only_pending["jobs"]] == [pending["job_id"]]
+    nobody = check_output("queue", ask(host, tmp_path, "queue", {"user": "alice"}))
+    assert nobody["jobs"] == []
+    assert host.ran and all(argv[0] == "squeue" for argv, _ in host.ran)
+
+
+@pytest.mark.parametrize("host", ["22.05", "24.11"], indirect=True)
+def test_the_nodes_answer_reads_gpus_and_memory_in_use(host, tmp_path):
+    (node,) = check_output("nodes", ask(host, tmp_path, "nodes", {}, user=None))["nodes"]
+    assert node["hostname"].endswith("-w01") and node["state"] == "draining"
+    assert (node["cpus_total"], node["cpus_alloc"]) == (2, 2)
+    assert (node["gpus_total"], node["gpus_alloc"]) == (1, 1)
+    assert node["memory_total_mb"] == 24105 and node["partitions"] == ["batch"]
+    assert node["reason"] == "capture: draining | with a bar"
+
+
+def test_completed_and_failed_come_from_accounting_or_say_they_do_not(host, tmp_path):
+    host.history = (
+        "3|COMPLETED|alice|default|batch|1|w01|billing=1,cpu=1,node=1|2026-11-27T10:00:00|"
+        "2026-11-27T10:00:01|00:00:05|UNLIMITED|ok\n"
+        "4|CANCELLED by 2001|alice|default|batch|1|w01|billing=1,cpu=1,gres/gpu=1,node=1|"
+        "2026-11-27T10:00:00|2026-11-27T10:00:02|00:01:00|01:00:00|gone\n"
+    )
+    failed = check_output("queue", ask(host, tmp_path, "queue", {"state": "failed"}))
+    assert failed["ended_jobs_from"] == "accounting" and failed["accounting"] is True
+    assert [(j["job_id"], j["state"], j["gpus"], j["time_elapsed"]) for j in failed["jobs"]] == [
+        (4, "cancelled", 1, "00:01:00")
+    ]
+    assert host.ran[-1][0][:2] == ["sacct", "-n"] and "now-7days" in host.ran[-1][0]
+    host.accounting = False
+    off = check_output("queue", ask(host, tmp_path, "queue", {"state": "completed"}))
+    assert off["accounting"] is False and off["ended_jobs_from"] == "slurmctld"
+
+
+def test_submit_runs_as_the_user_with_the_script_as_sbatchs_stdin(host, tmp_path):
+    script = "#!/bin/bash\necho $(id -un) {{ not a template }} 100% `date`\n"
+    given = {"script": script, "name": "train", "partition": "batch", "gpus": 2, "nodes": 1,
+             "time_limit": "1-02:00:00"}  # fmt: skip
+    answer = ask(host, tmp_path, "submit", given)
+    assert check_output("submit", answer) == {"job_id": 42}
+    argv, stdin = host.ran[-1]
+    assert argv == [
+        "runuser", "-u", "alice", "--", "sbatch", "--parsable", "--chdir=/home/alice",
+        "--job-name=train", "--partition=batch", "--nodes=1", "--gres=gpu:2", "--time=1-02:00:00",
+    ]  # fmt: skip
+    assert stdin == script
+    audit = answer["audit"]
+    assert {k: audit[k] for k in ("task", "user", "job_id", "outcome", "correlation_id")} == {
+        "task": "submit", "user": "alice", "job_id": 42, "outcome": "ok",
+        "correlation_id": "corr-1",
+    }  # fmt: skip
+    logged = (tmp_path / "audit" / "tasks.log").read_text().splitlines()
+    assert [json.loads(line) for line in logged] == [audit]
+    assert script not in json.dumps(audit)  # the audit says how big, not what
+
+
+def test_cancel_is_the_owners_or_an_admins_and_says_what_it_cannot_find(host, tmp_path):
+    own = host.jobs.replace("labuser", "alice")
+    host.jobs = own
+    running_id = int(own.splitlines()[1].split("|")[0])
+    refused = ask(host, tmp_path, "cancel", {"job_id": running_id}, user="bob")
+    assert refused["error"]["code"] == "forbidden" and refused["audit"]["outcome"] == "forbidden"
+    assert not any(argv[0] == "scancel" or "scancel" in argv for argv, _ in host.ran)
+    assert ask(host, tmp_path, "cancel", {"job_id": 999}, user="alice")["error"]["code"] == (
+        "not_found"
+    )
+    done = ask(host, tmp_path, "cancel", {"job_id": running_id}, user="alice")
+    assert check_output("cancel", done) == {"job_id": running_id, "state": "cancelled"}
+    assert host.ran[-1][0] == ["runuser", "-u", "alice", "--", "scancel", str(running_id)]
+    by_admin = ask(host, tmp_path, "cancel", {"job_id": running_id}, user="ops")
+    assert by_admin["status"] == "ok" and host.ran[-1][0] == ["scancel", str(running_id)]
+    lines = (tmp_path / "audit" / "tasks.log").read_text().splitlines()
+    assert [json.loads(line)["outcome"] for line in lines] == ["forbidden", "not_found", "ok", "ok"]
+
+
+def test_slurm_down_is_retryable_and_every_answer_is_json(host, tmp_path):
+    host.down = True
+    answer = ask(host, tmp_path, "queue", {})
+    assert answer["error"] == {
+        "code": "scheduler_unavailable",
+        "message": "Unable to contact slurm controller",
+        "retryable": True,
+    }
+    assert task.EXIT_CODES[answer["error"]["code"]] == 5
+
+
+HOSTILE = [
+    # (task, input, user, expected code)
+    ("submit", {"script": "#!/bin/sh\ntrue\n"}, "mallory", "forbidden"),  # not a cluster user
+    ("submit", {"script": "#!/bin/sh\ntrue\n"}, "root", "forbidden"),  # root, even if listed
+    ("submit", {"script": "#!/bin/sh\ntrue\n"}, None, "forbidden"),  # nobody asked
+    ("submit", {"script": "#!/bin/sh\n" + "x" * (10 * 2**20)}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n" + "x" * 70000}, "alice", "invalid_input"),  # > config
+    ("submit", {"script": "echo no interpreter line"}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "gpus": -1}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "gpus": 10**9}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "gpus": "2"}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "gpus": 1.5}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "nodes": 0}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "time_limit": "forever"}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "time_limit": "1:00"}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "time_limit": "01:00:00\n"}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "partition": "batch --uid=0"}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "partition": "-p"}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "name": "$(reboot)"}, "alice", "invalid_input"),
+    (
+        "submit",
+        {"script": "#!/bin/sh\n", "name": "{{ lookup('env','HOME') }}"},
+        "alice",
+        "invalid_input",
+    ),
+    ("submit", {"script": "#!/bin/sh\n", "name": "a\nb"}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "name": "train\n"}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "name": "x" * 65}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "account": "root"}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n", "uid": 0}, "alice", "invalid_input"),
+    ("submit", {"script": 42}, "alice", "invalid_input"),
+    ("submit", {}, "alice", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n"}, "Alice; rm -rf /", "invalid_input"),
+    ("submit", {"script": "#!/bin/sh\n"}, "../../etc", "invalid_input"),
+    ("cancel", {"job_id": "5"}, "alice", "invalid_input"),
+    ("cancel", {"job_id": "5; scancel -u bob"}, "alice", "invalid_input"),
+    ("cancel", {"job_id": -1}, "alice", "invalid_input"),
+    ("cancel", {"job_id": 2**40}, "alice", "invalid_input"),
+    ("cancel", {"job_id": True}, "alice", "invalid_input"),
+    ("cancel", {}, "alice", "invalid_input"),
+    ("queue", {"state": "all"}, "alice", "invalid_input"),
+    ("queue", {"user": "$(id)"}, "alice", "invalid_input"),
+    ("queue", {"user": "x" * 33}, "alice", "invalid_input"),
+    ("queue", {"sort": "job_id"}, "alice", "invalid_input"),
+    ("nodes", {"node": "w01"}, "alice", "invalid_input"),
+]
+
+
+@pytest.mark.parametrize(("name", "given", "user", "code"), HOSTILE)
+def test_hostile_inputs_are_refused_with_the_field_named_before_slurm_runs(
+    host, tmp_path, name, given, user, code
+):
+    answer = ask(host, tmp_path, name, given, user=user)
+    assert answer["status"] == "error" and answer["error"]["code"] == code, answer
+    assert not any(argv[0] in ("sbatch", "scancel") or "sbatch" in argv for argv, _ in host.ran)
+    assert "Traceback" not in json.dumps(answer)
+    if code == "invalid_input" and given:
+        assert answer["error"]["message"].split(":")[0] in {
+            *(f"input.{field}" for field in given),
+            "input",
+            "(the task)",
+            "user",
+            "task",
+            "script",
+        }, answer["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["", "not json", "[]", '{"task": "reboot", "input": {}}', '{"task": "queue"}',
+     '{"task": "queue", "input": {}, "extra": 1}', '{"task": "queue", "input": [], "user": "a"}',
+     '{"task": "queue", "input": {}, "correlation_id": 7}'],
+)  # fmt: skip
+def test_a_malformed_task_is_an_invalid_input_answer(host, tmp_path, raw):
+    answer = task.answer_for(raw, host.config(tmp_path), {n: t for n, t in TASKS.items()})
+    assert answer["status"] == "error" and answer["error"]["code"] == "invalid_input", answer
+    assert host.ran == []
+
+
+def test_an_oversized_task_is_refused_before_it_is_parsed(host, tmp_path):
+    config = host.config(tmp_path)
+    raw = "{" + " " * task.stdin_limit(config) + "}"
+    answer = task.answer_for(raw, config, TASKS)
+    assert answer["error"]["code"] == "invalid_input" and "over" in answer["error"]["message"]
+
+
+def test_the_audit_log_rotates_and_keeps_five(host, tmp_path, monkeypatch):
+    monkeypatch.setattr(task, "AUDIT_MAX_BYTES", 200)
+    for _ in range(12):
+        ask(host, tmp_path, "submit", {"script": "#!/bin/sh\ntrue\n"})
+    kept = sorted(p.name for p in (tmp_path / "audit").iterdir() if not p.name.endswith(".lock"))
+    assert kept == ["tasks.log", *(f"tasks.log.{i}" for i in range(1, 6))]
+
+
+def test_the_manifests_tasks_are_the_ones_the_command_answers():
+    assert set(TASKS) == set(task.TASKS)
+    assert {n for n, t in TASKS.items() if t.get("audited")} == task.AUDITED
+    assert {t["command"] for t in TASKS.values()} == {"/usr/local/libexec/slurm-app/task"}
