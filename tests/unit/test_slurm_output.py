@@ -281,3 +281,24 @@ def test_a_path_inside_one_measured_already_is_not_measured_again():
 )
 def test_versions_read_as_slurm_prints_them(output, version):
     assert slurm_output.slurm_version(output) == version
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_history_reads_the_jobs_sacct_recorded_as_the_queue_reads_them(version, monkeypatch):
+    """sacct -X (the Jobs tab's completed and failed views) in the records slurm_jobs gives."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    history = {j["name"]: j for j in slurm_output.slurm_history(_read(version, "history.txt"))}
+    queue = {j["name"]: j for j in slurm_output.slurm_jobs(_read(version, "jobs.txt"))}
+    assert history["ok"]["state"] == "COMPLETED" and history["bad"]["state"] == "FAILED"
+    assert history["ok"]["elapsed"] == 0 and history["ok"]["node_list"].endswith("-w01")
+    running, pending = history["long"], history["queued | one GPU"]
+    assert (running["state"], running["gpus"], running["cpus"], running["time_limit"]) == (
+        "RUNNING", 1, 2, 120
+    )  # fmt: skip
+    # the same job as squeue saw it, field by field where both record it
+    for field in ("job_id", "user", "account", "partition", "nodes", "submit_time", "start_time"):
+        assert running[field] == queue["long"][field], field
+    # a pending job holds nothing yet (AllocTRES is empty) and its limit is the partition's
+    assert (pending["state"], pending["gpus"], pending["start_time"]) == ("PENDING", 0, None)
+    assert pending["node_list"] is None and pending["time_limit"] is None
