@@ -205,6 +205,15 @@ def test_cancel_is_the_owners_or_an_admins_and_says_what_it_cannot_find(host, tm
     assert [json.loads(line)["outcome"] for line in lines] == ["forbidden", "not_found", "ok", "ok"]
 
 
+def test_array_and_heterogeneous_jobs_keep_their_numeric_id(host, tmp_path):
+    row = host.jobs.splitlines()[0].split("|", 1)[1]
+    host.jobs = "".join(f"{job_id}|{row}\n" for job_id in ("12_3", "12_[4-9]", "13+0", "13+1"))
+    jobs = check_output("queue", ask(host, tmp_path, "queue", {}))["jobs"]
+    assert [(j["job_id"], j["array_task_id"]) for j in jobs] == [
+        (12, 3), (12, None), (13, None), (13, None)
+    ]  # fmt: skip
+
+
 def test_slurm_down_is_retryable_and_every_answer_is_json(host, tmp_path):
     host.down = True
     answer = ask(host, tmp_path, "queue", {})
@@ -313,4 +322,6 @@ def test_the_audit_log_rotates_and_keeps_five(host, tmp_path, monkeypatch):
 def test_the_manifests_tasks_are_the_ones_the_command_answers():
     assert set(TASKS) == set(task.TASKS)
     assert {n for n, t in TASKS.items() if t.get("audited")} == task.AUDITED
-    assert {t["command"] for t in TASKS.values()} == {"/usr/local/libexec/slurm-app/task"}
+    # the path the manifest tells the node agent is where slurm_controller installs it
+    role_vars = yaml.safe_load((ROOT / "roles/slurm_controller/vars/Debian.yml").read_text())
+    assert {t["command"] for t in TASKS.values()} == {role_vars["__slurm_controller_task_command"]}

@@ -685,8 +685,9 @@ def _minutes(text: str) -> int | None:
 
 
 def _job_order(job: dict[str, Any]) -> tuple[int, str]:
-    head = job["job_id"].split("_")[0]
-    return (int(head) if head.isdigit() else 0, job["job_id"])
+    """By the numeric id: 12, an array's 12_3 and 12_[4-9], a heterogeneous job's 12+0."""
+    head = re.match(r"[0-9]*", job["job_id"]).group()  # type: ignore[union-attr]
+    return (int(head) if head else 0, job["job_id"])
 
 
 def _step_id(step: dict[str, Any], job_id: str) -> str:

@@ -110,7 +110,8 @@ def iso(epoch: int | None) -> str | None:
 
 
 def job_answer(job: dict[str, Any], now: int) -> dict[str, Any]:
-    head, _, index = job["job_id"].partition("_")
+    # 12, an array task 12_3 (pending: 12_[4-9]), a heterogeneous component 12+0
+    head, _, index = job["job_id"].partition("+")[0].partition("_")
     if job["state"] in STATE_FILTERS["running"] and job["start_time"]:
         elapsed = now - job["start_time"]
     else:
