@@ -296,12 +296,16 @@ def test_hostile_inputs_are_refused_with_the_field_named_before_slurm_runs(
     "raw",
     ["", "not json", "[]", '{"task": "reboot", "input": {}}', '{"task": "queue"}',
      '{"task": "queue", "input": {}, "extra": 1}', '{"task": "queue", "input": [], "user": "a"}',
-     '{"task": "queue", "input": {}, "correlation_id": 7}'],
+     '{"task": "queue", "input": {}, "correlation_id": 7}', '{"task": "submit", "input": [1]}',
+     '{"task": "cancel", "input": {"job_id": true}, "user": {"x": 1}}',
+     '{"task": "submit", "input": {"script": "#!", "name": "' + "n" * 100000 + '"}}'],
 )  # fmt: skip
 def test_a_malformed_task_is_an_invalid_input_answer(host, tmp_path, raw):
     answer = task.answer_for(raw, host.config(tmp_path), {n: t for n, t in TASKS.items()})
     assert answer["status"] == "error" and answer["error"]["code"] == "invalid_input", answer
     assert host.ran == []
+    # what a refused input leaves in the audit log is bounded, whatever was sent
+    assert len(json.dumps(answer.get("audit", {}))) < 1000
 
 
 def test_an_oversized_task_is_refused_before_it_is_parsed(host, tmp_path):

@@ -320,6 +320,10 @@ def check_input(schemas: dict[str, Any], request: Any) -> None:
             raise TaskError("invalid_input", f"input.{key}: a control character")
 
 
+def bounded(value: Any, limit: int) -> str | None:
+    return value if isinstance(value, str) and len(value) <= limit else None
+
+
 def stdin_limit(config: dict[str, Any]) -> int:
     return int(config["max_script_bytes"]) * 2 + 65536
 
@@ -348,32 +352,30 @@ def answer_for(raw: str, config: dict[str, Any], schemas: dict[str, Any]) -> dic
             "retryable": False,
         }}  # fmt: skip
     known = request if isinstance(request, dict) else {}
+    given = known.get("input") if isinstance(known.get("input"), dict) else {}
     answer = {
         "task": known.get("task") if known.get("task") in TASKS else None,
-        "correlation_id": known.get("correlation_id")
-        if isinstance(known.get("correlation_id"), str)
-        else None,
+        "correlation_id": bounded(known.get("correlation_id"), 200),
         **answer,
     }
-    # every attempt to submit or cancel, refused ones too
+    # every attempt to submit or cancel, refused ones too; of a refused input only what is
+    # bounded (the line must stay one short line, whatever was sent)
     if answer["task"] in AUDITED:
+        checked = answer["status"] == "ok" or answer["error"]["code"] != "invalid_input"
+        job_id = (answer.get("output") or {}).get("job_id", given.get("job_id"))
         line = {
             "time": iso(int(time.time())),
             "task": answer["task"],
-            "user": known.get("user"),
+            "user": bounded(known.get("user"), 32),
             "correlation_id": answer["correlation_id"],
-            "job_id": (answer.get("output") or {}).get("job_id")
-            or (known.get("input") or {}).get("job_id"),
+            "job_id": job_id if isinstance(job_id, int) and not isinstance(job_id, bool) else None,
             "outcome": "ok" if answer["status"] == "ok" else answer["error"]["code"],
         }
         if answer["task"] == "submit":
-            given = known.get("input") or {}
-            line["request"] = {
-                k: given[k]
-                for k in ("name", "partition", "nodes", "gpus", "time_limit")
-                if k in given
-            }
-            line["script_bytes"] = len(str(given.get("script", "")).encode())
+            fields = ("name", "partition", "nodes", "gpus", "time_limit")
+            line["request"] = {k: given[k] for k in fields if k in given} if checked else {}
+            script = given.get("script")
+            line["script_bytes"] = len(script.encode()) if isinstance(script, str) else None
         audit(config, line)
         answer["audit"] = line
     return answer
