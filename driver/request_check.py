@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from driver.apps import adapter_for
 from driver.catalog import instance_credentials_dir, load_entry
@@ -37,6 +37,7 @@ _SECRET_KEY = re.compile(
 )
 _REFERENCE_SUFFIXES = ("_file", "_ref", "_dir", "_id", "_ids")
 _PEM_MARKER = "-----BEGIN"
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 @dataclass
@@ -568,6 +569,20 @@ def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
     return findings
 
 
+def contract_checked(
+    doc: Document, contract: str, model: type[ModelT]
+) -> tuple[ModelT | None, list[Finding]]:
+    """A request against its shipped contract, then the driver's model of it: the typed
+    request, or the findings of the first layer that refused it."""
+    findings = schema_findings(doc, shipped_schema(contract), doc.data, (), "schema")
+    if findings:
+        return None, findings
+    try:
+        return model.model_validate(doc.data), []
+    except ValidationError as exc:
+        return None, [doc.finding("model", tuple(e["loc"]), e["msg"]) for e in exc.errors()]
+
+
 def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
     result = RequestCheck()
     result.findings = [
@@ -576,15 +591,10 @@ def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
     if result.findings:
         # Reported alone: the schema layer would flag the same keys again, less precisely.
         return result
-    result.findings = schema_findings(
-        doc, shipped_schema("operation-request.schema.json"), doc.data, (), "schema"
+    request, result.findings = contract_checked(
+        doc, "operation-request.schema.json", OperationRequest
     )
-    if result.findings:
-        return result
-    try:
-        request = OperationRequest.model_validate(doc.data)
-    except ValidationError as exc:
-        result.findings = [doc.finding("model", tuple(e["loc"]), e["msg"]) for e in exc.errors()]
+    if request is None:
         return result
 
     loaded = load_entry(request.instance.app_slug)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
 from driver.catalog import instance_credentials_dir, load_entry
@@ -24,8 +24,8 @@ from driver.findings import Finding
 from driver.models.common import AppVersion, Identifier, PosixName, Slug, StrictModel
 from driver.models.manifest import Task, TaskName
 from driver.models.request import Allocation, Credentials
-from driver.request_check import private_file, reserved_address
-from driver.schema_check import schema_findings, shipped_schema
+from driver.request_check import contract_checked, private_file, reserved_address
+from driver.schema_check import schema_findings
 
 SSH_TIMEOUT_S = 120
 # The task command's own exit codes (the manifest's tasks section), and the driver's for an
@@ -67,15 +67,8 @@ class TaskCheck:
 
 def check_task_request(doc: Document, *, files: bool = True) -> TaskCheck:
     result = TaskCheck()
-    result.findings = schema_findings(
-        doc, shipped_schema("task-request.schema.json"), doc.data, (), "schema"
-    )
-    if result.findings:
-        return result
-    try:
-        request = TaskRequest.model_validate(doc.data)
-    except ValidationError as exc:
-        result.findings = [doc.finding("model", tuple(e["loc"]), e["msg"]) for e in exc.errors()]
+    request, result.findings = contract_checked(doc, "task-request.schema.json", TaskRequest)
+    if request is None:
         return result
     findings = []
     if request.allocation.project_id != request.project_id:
