@@ -214,6 +214,8 @@ class SlurmReference(AppAdapter):
         }
         if reported.get("slurm_app_monitoring"):
             detail["monitoring"] = reported["slurm_app_monitoring"]
+        if reported.get("slurm_app_key_rotation"):
+            detail["munge_key"] = reported["slurm_app_key_rotation"]
         if "services" in controller:
             detail["health"] = health_of(request, reported, asked=inventory.hosts)
         detail.update(teardown_data(reported, preview=False))
@@ -256,6 +258,13 @@ def teardown_data(reported: dict[str, Any], preview: bool) -> dict[str, Any]:
         detail[destroyed] = destroyed_data(reported["slurm_app_destroyed"])
     if reported.get("slurm_app_kept"):
         detail[kept] = kept_data(reported["slurm_app_kept"])
+    # hosts a forced remove or a decommission left behind because they did not answer: their
+    # packages, keys and data are still there, for the platform to reclaim or wipe
+    if reported.get("slurm_app_not_cleaned"):
+        detail["not_cleaned"] = [
+            {"host": host, "reason": reason}
+            for host, reason in sorted(reported["slurm_app_not_cleaned"].items())
+        ]
     return detail
 
 

@@ -23,6 +23,15 @@ def on_host(lab_name: str, host: str, command: str) -> str:
     return ran.output.decode()
 
 
+def kill_host(lab_name: str, host: str) -> None:
+    """The host's container killed (SIGKILL to systemd): its address stops answering at all,
+    as an allocation that died under the cluster does."""
+    container = lab.host_container(lab_name, host)
+    container.kill()
+    container.reload()
+    assert container.status != "running", container.status
+
+
 def platform_env(state: Path) -> dict[str, str]:
     """The driver's whole environment, as a platform gives it: no venv, own state dir (with
     the lab's site settings in it)."""

@@ -1,6 +1,8 @@
 """The app controller's view: deploy a 2-worker lab cluster through the driver CLI."""
 
+import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -12,10 +14,12 @@ from conftest import VENV, console_script
 from lab_tools import (
     WebhookSink,
     check_gpu_job_mapping,
+    kill_host,
     lab_gateway,
     lab_operation,
     on_host,
     platform_env,
+    run_request,
     teardown_paths,
 )
 
@@ -469,6 +473,69 @@ def test_stop_keeps_queued_jobs_and_start_runs_them(deployed):
     assert sorted(line.split(": ", 1)[1] for line in output.splitlines()) == ["e2e-w01", "e2e-w02"]
 
 
+def _munge_keys() -> dict[str, str]:
+    return {
+        host: on(host, "sha256sum /etc/munge/munge.key").split()[0]
+        for host in ("e2e-ctl", "e2e-w01", "e2e-w02")
+    }
+
+
+def _rotate(deployed, key_file: Path | None = None) -> dict:
+    request = lab.operation_request(SPEC.name, "rotate_munge_key")
+    if key_file is not None:
+        data = json.loads(request.read_text())
+        data["credentials"]["munge_key_file"] = str(key_file)
+        request.write_text(json.dumps(data))
+    code, result = run_request(request, deployed["env"])
+    assert code == 0, result
+    return result
+
+
+def test_rotate_munge_key_keeps_jobs_running_and_the_next_deploy_converged(deployed):
+    """A job runs through the rotation and one queued before it runs after; every host ends
+    with the same new key and no copy of the old one; the unchanged deploy still skips; then a
+    platform-supplied key is rotated in the same way, and sending it again changes nothing."""
+    old = _munge_keys()
+    assert len(set(old.values())) == 1
+    running = submit("-w", "e2e-w01", "--wrap", "'sleep 25'")
+    wait_on("e2e-ctl", f"squeue -h -j {running} -t R | grep -q .")
+    queued = submit("-w", "e2e-w02", f"--dependency=afterok:{running}", "--wrap", "true")
+    result = _rotate(deployed)
+    assert result["adapter_detail"]["munge_key"] == {"rotated": True, "source": "generated"}
+    assert result["adapter_detail"]["readiness"]["reused"] is False
+    assert set(_member_statuses(result).values()) == {"ready"}
+    new = _munge_keys()
+    assert len(set(new.values())) == 1 and set(new.values()) != set(old.values())
+    old_sha = next(iter(old.values()))
+    for host in new:
+        copies = on(
+            host,
+            "find /etc /var/lib /root /tmp /var/tmp -xdev -type f -size -8k "
+            "-exec sha256sum {} + 2>/dev/null || true",
+        )
+        assert old_sha not in copies, host
+    assert on("e2e-ctl", f"squeue -h -j {running} -o %T").strip() == "RUNNING"
+    for job in (running, queued):
+        wait_on("e2e-ctl", f"sacct -n -X -j {job} -o State | grep -q COMPLETED")
+
+    again = driver("run", str(deployed["request"]), env=deployed["env"])
+    final = events(again.stdout)[-1]["result"]
+    assert again.returncode == 0 and final["changed"] == 0, final["hosts"]
+    started = {e["task"] for e in events(again.stdout) if e["event"] == "task.started"}
+    assert "Install munge and the Slurm client" not in started
+
+    platform_key = lab.key_dir(SPEC.name) / "munge.key"
+    platform_key.touch(mode=0o600)
+    platform_key.write_bytes(os.urandom(1024))
+    result = _rotate(deployed, platform_key)
+    assert result["adapter_detail"]["munge_key"] == {"rotated": True, "source": "platform"}
+    expected = hashlib.sha256(platform_key.read_bytes()).hexdigest()
+    assert set(_munge_keys().values()) == {expected}
+    result = _rotate(deployed, platform_key)
+    assert result["adapter_detail"]["munge_key"]["rotated"] is False
+    assert result["changed"] == 0, result["hosts"]
+
+
 def _slurm_conf_sha() -> str:
     return on("e2e-ctl", "sha256sum /etc/slurm/slurm.conf").split()[0]
 
@@ -529,8 +596,11 @@ FAKE_SLURMD = {
 
 def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed, monkeypatch):
     """Unreachable, then failing while prepared, then failing after it was recorded; then
-    repaired, the driver killed mid-join: the same request converges."""
+    repaired, the driver killed mid-join: the same request converges. Meanwhile e2e-w03's
+    container is dead (killed once e2e-w04 has its address: docker would give it the dead
+    one's): no add waits on a worker it does not touch."""
     lab.add_host(SPEC.name, "e2e-w04")
+    kill_host(SPEC.name, "e2e-w03")
     config = _slurm_conf_sha()
     on("e2e-w04", "systemctl stop ssh")
     code, result = operation(deployed, "add_worker", "e2e-w04", wait_idle_timeout_s=10)
@@ -561,6 +631,7 @@ def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed
     code, result = operation(deployed, "add_worker", "e2e-w04", wait_idle_timeout_s=120)
     assert code == 0, result
     assert on("e2e-ctl", "sinfo -h -N -n e2e-w04 -o %T").strip() == "idle"
+    assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl", "e2e-w04"]
 
 
 def _killed_while_recording_the_node(deployed, host: str, monkeypatch) -> None:
@@ -610,6 +681,7 @@ def test_remove_worker_refuses_a_busy_node_unless_forced_and_cleans_the_host(dep
     assert _member_statuses(result)["e2e-worker-e2e-w04"] == "ready"
     assert on("e2e-ctl", f"squeue -h -j {job} -o %T").strip() == "RUNNING"
 
+    prometheus_started = _prometheus_started()
     code, result = operation(deployed, "remove_worker", "e2e-w04", force=True)
     assert code == 0, result
     assert _member_statuses(result)["e2e-worker-e2e-w04"] == "removed"
@@ -617,11 +689,37 @@ def test_remove_worker_refuses_a_busy_node_unless_forced_and_cleans_the_host(dep
     assert "e2e-w04" not in on("e2e-ctl", "sinfo -h -N -o %N").split()
     destroyed = {e["path"] for e in result["adapter_detail"]["destroyed"]["e2e-w04"]}
     assert {"/etc/munge", "/var/lib/slurm", "/home/labuser"} <= destroyed
-    assert on("e2e-w04", "dpkg -l | grep -E 'slurm|munge' || true").strip() == ""
+    assert "not_cleaned" not in result["adapter_detail"]
+    assert on("e2e-w04", "dpkg -l | grep -E 'slurm|munge|prometheus' || true").strip() == ""
+    assert (
+        on("e2e-w04", "ls -d /usr/local/libexec/slurm-app /run/slurm-app 2>&1 || true").count(
+            "No such file"
+        )
+        == 2
+    )
+    assert "e2e-w04.yml" not in on("e2e-ctl", "ls /etc/prometheus/slurm-app-targets").split()
+    assert _prometheus_started() == prometheus_started
+
+
+def test_a_dead_worker_is_removed_only_when_forced_and_reported_not_cleaned(deployed):
+    """e2e-w03's container was killed (test_a_failed_join...): without force nothing changes;
+    forced, the controller forgets the node and its scrape target and the result says the host
+    kept everything (it could not be cleaned)."""
+    config = _slurm_conf_sha()
+    code, result = operation(deployed, "remove_worker", "e2e-w03")
+    assert code == 1
+    assert (result["error"]["code"], result["error"]["host"]) == ("host_unreachable", "e2e-w03")
+    assert result["changed"] == 0 and _slurm_conf_sha() == config
+    assert "e2e-w03" in on("e2e-ctl", "sinfo -h -N -o %N").split()
 
     prometheus_started = _prometheus_started()
-    code, result = operation(deployed, "remove_worker", "e2e-w03")
+    code, result = operation(deployed, "remove_worker", "e2e-w03", force=True)
     assert code == 0, result
+    assert _member_statuses(result)["e2e-worker-e2e-w03"] == "removed"
+    assert result["instance"]["status"] == "running"
+    [left] = result["adapter_detail"]["not_cleaned"]
+    assert left["host"] == "e2e-w03" and "destroyed" not in result["adapter_detail"]
+    assert "connect" in left["reason"] or "timed out" in left["reason"], left
     assert on("e2e-ctl", "sinfo -h -N -o %N").split() == ["e2e-w01", "e2e-w02"]
     assert on("e2e-ctl", "ls /etc/prometheus/slurm-app-targets").split() == [
         "e2e-ctl.yml",
@@ -629,13 +727,6 @@ def test_remove_worker_refuses_a_busy_node_unless_forced_and_cleans_the_host(dep
         "e2e-w02.yml",
     ]
     assert _prometheus_started() == prometheus_started
-    assert on("e2e-w03", "dpkg -l | grep -E 'prometheus' || true").strip() == ""
-    assert (
-        on("e2e-w03", "ls -d /usr/local/libexec/slurm-app /run/slurm-app 2>&1 || true").count(
-            "No such file"
-        )
-        == 2
-    )
 
 
 TEARDOWN_PATHS = (
@@ -647,7 +738,9 @@ TEARDOWN_PATHS = (
 
 def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
     """Last but one: the cluster is gone afterwards. Its preview first lists, with sizes, the
-    very paths the decommission then destroys, and changes nothing."""
+    very paths the decommission then destroys, and changes nothing. e2e-w02's container is
+    killed first: both leave it out, the decommission completes and names it not cleaned."""
+    kill_host(SPEC.name, "e2e-w02")
     members = json.loads((lab.lab_dir(SPEC.name) / "members.json").read_text())
     code, preview = operation(deployed, "decommission", preview=True)
     assert code == 0, preview
@@ -657,6 +750,7 @@ def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
     would = preview["adapter_detail"]["would_destroy"]
     assert {e["path"] for e in would["e2e-ctl"]} >= {"/home/labuser", "/var/lib/mysql"}
     assert "kept" not in preview["adapter_detail"] and "would_keep" not in preview["adapter_detail"]
+    assert [h["host"] for h in preview["adapter_detail"]["not_cleaned"]] == ["e2e-w02"]
     assert on("e2e-ctl", "systemctl is-active slurmctld mariadb munge").split() == ["active"] * 3
     code, result = operation(deployed, "decommission")
     assert code == 0, result
@@ -672,8 +766,10 @@ def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
     assert held["/var/lib/mysql"].startswith("accounting database")
     assert held["/home/labuser"].startswith("home directory")
     assert held["/var/lib/prometheus"] == "Prometheus's metrics history"
-    assert set(destroyed) == {"e2e-ctl", "e2e-w01", "e2e-w02"}
-    for host in ("e2e-ctl", "e2e-w01", "e2e-w02"):
+    assert set(destroyed) == {"e2e-ctl", "e2e-w01"}
+    [left] = result["adapter_detail"]["not_cleaned"]
+    assert left["host"] == "e2e-w02" and left["reason"], left
+    for host in ("e2e-ctl", "e2e-w01"):
         packages = on(host, "dpkg -l | grep -iE 'slurm|munge|mariadb|mysql|prometheus' || true")
         assert packages.strip() == "", (host, packages)
         left = on(host, f"ls -d {TEARDOWN_PATHS} 2>/dev/null || true")
@@ -682,7 +778,8 @@ def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
 
 
 def test_a_host_presenting_another_key_gets_nothing(deployed):
-    """Last in this module: it gives e2e-w01 new host keys, as an impostor at its address."""
+    """Last in this module: it gives e2e-w01 new host keys, as an impostor at its address.
+    (e2e-w02 is dead: its address fails seconds after the impostor's key is refused.)"""
     worker = next(
         c for c in lab.lab_containers(SPEC.name) if c.labels[f"{LABEL}.host"] == "e2e-w01"
     )

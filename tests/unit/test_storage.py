@@ -91,6 +91,19 @@ def test_preview_and_teardown_name_what_goes_and_what_stays():
     assert preview["would_keep"] == done["kept"]
 
 
+def test_a_teardown_names_the_hosts_it_left_behind_and_why():
+    reported = {
+        "slurm_app_destroyed": {"ctl": [{"path": "/etc/munge", "bytes": 1}]},
+        "slurm_app_not_cleaned": {"w2": "no route to host", "w1": "timed out"},
+    }
+    for preview in (False, True):
+        assert teardown_data(reported, preview)["not_cleaned"] == [
+            {"host": "w1", "reason": "timed out"},
+            {"host": "w2", "reason": "no route to host"},
+        ]
+    assert "not_cleaned" not in teardown_data({"slurm_app_destroyed": {}}, preview=False)
+
+
 def test_the_access_bundle_says_where_files_live_and_submits_there():
     plan = _plan("deploy-platform-mount")
     bundle = access_bundle(plan.request, {"cluster_name": "c"}, {}, "alice")
