@@ -18,8 +18,9 @@ SECRET_MARKERS = (
     "unmunge",
     "/dev/urandom",
 )
-# The roles that handle key material: the key (slurm_common), the credential check (slurm_worker).
-KEY_HANDLERS = {"slurm_common", "slurm_worker"}
+# The roles that handle key material: the key and the credential check (slurm_common, which the
+# other roles include for both).
+KEY_HANDLERS = {"slurm_common"}
 # Where the key lives is no secret: naming the path alone does not make a task handle the key.
 KEY_PATH_NAMES = (
     "__slurm_common_munge_key_path",
