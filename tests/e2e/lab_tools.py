@@ -208,7 +208,15 @@ def check_gpu_job_mapping(lab_name: str, worker: str) -> None:
         job = gpu_job("true", "--wait")
         state = on_host(lab_name, ctl, f"squeue -h -t all -j {job} -o %T").strip()
         assert state == "COMPLETED", state
-        assert on_host(lab_name, ctl, f"sinfo -h -n {worker} -o %T").strip() == "idle"
+        # slurmctld may show the node completing for a moment after the job reads COMPLETED
+        # on a loaded host; drained (a failed Epilog) never turns back to idle on its own.
+        node = on_host(
+            lab_name,
+            ctl,
+            f"for i in $(seq 30); do s=$(sinfo -h -n {worker} -o '%T %E'); "
+            f'[ "$s" = \'idle none\' ] && break; sleep 1; done; echo "$s"',
+        ).strip()
+        assert node == "idle none", node
         logged = on_host(lab_name, worker, "journalctl -t slurm-app-gpu-job-map --no-pager -o cat")
         assert f"job {job}: cannot create {GPU_JOB_MAP}" in logged, logged
     finally:
