@@ -452,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpus",
         type=int,
         default=0,
-        help="NVIDIA GPU device files on each separate worker (0 to 8; no GPU behind them)",
+        help="NVIDIA GPU device files on each host that runs slurmd (0 to 8; no GPU behind them)",
     )
     lab_up.add_argument("--format", choices=("text", "json"), default="text")
     lab_down = lab_sub.add_parser("down", help="remove the lab's containers, network and files")

@@ -146,6 +146,9 @@ class SlurmReference(AppAdapter):
                 "slurm_controller_partitions": config["partitions"],
                 "slurm_controller_accounting_enabled": accounting["enabled"],
                 "slurm_controller_default_account": accounting["default_account"],
+                "slurm_controller_accounts": accounting["accounts"],
+                "slurm_controller_qos": accounting["qos"],
+                "slurm_controller_priority": accounting.get("fair_share") or {},
                 "slurm_common_users": config["users"],
                 "slurm_common_munge_key_src": request.credentials.munge_key_file or "",
                 **storage_vars(config),
@@ -514,6 +517,7 @@ def _config_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violation]
     users = config.get("users")
     if isinstance(users, list):
         yield from _user_rules(users, (*base, "users"))
+    yield from _fair_share_rules(config, base)
     storage = config.get("storage")
     if isinstance(storage, dict) and storage.get("model", "allocation_local") != "platform_mount":
         for field in ("mount_path", "holds"):
@@ -523,6 +527,84 @@ def _config_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violation]
                     (*base, "storage", field),
                     f"{field} is for model platform_mount: expected no {field} with "
                     f"model {storage.get('model', 'allocation_local')}",
+                )
+
+
+def _names(items: Any) -> list[Any]:
+    return [i.get("name") for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+
+def _fair_share_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violation]:
+    """Accounts, QoS and AllowAccounts name each other and the users, and all of them need
+    slurmdbd; the schema checks each value alone."""
+    accounting = config.get("accounting")
+    accounting = accounting if isinstance(accounting, dict) else {}
+    partitions = config.get("partitions") if isinstance(config.get("partitions"), list) else []
+    accounts = accounting.get("accounts") if isinstance(accounting.get("accounts"), list) else []
+    if accounting.get("enabled", True) is False:
+        for field in ("accounts", "qos", "fair_share"):
+            if accounting.get(field):
+                yield Violation(
+                    "config-inconsistent",
+                    (*base, "accounting", field),
+                    f"{field} needs slurmdbd: expected no {field} with accounting.enabled false",
+                )
+        for index, partition in enumerate(partitions):
+            if isinstance(partition, dict) and partition.get("allow_accounts"):
+                yield Violation(
+                    "config-inconsistent",
+                    (*base, "partitions", index, "allow_accounts"),
+                    "AllowAccounts needs accounting: expected no allow_accounts with "
+                    "accounting.enabled false",
+                )
+        return
+    for field, items in (("accounts", accounts), ("qos", accounting.get("qos"))):
+        names = _names(items)
+        for name, count in Counter(names).items():
+            if count > 1:
+                yield Violation(
+                    "duplicate-key",
+                    (*base, "accounting", field, names.index(name, names.index(name) + 1), "name"),
+                    f"{field} {name!r} appears {count} times",
+                )
+    qos = {*_names(accounting.get("qos")), "normal"}
+    users = set(_names(config.get("users")))
+    account_names = {*_names(accounts), accounting.get("default_account", "default")}
+    for index, account in enumerate(accounts):
+        if not isinstance(account, dict):
+            continue
+        where = (*base, "accounting", "accounts", index)
+        for position, name in enumerate(account.get("qos") or []):
+            if name not in qos:
+                yield Violation(
+                    "config-inconsistent",
+                    (*where, "qos", position),
+                    f"expected a QoS of accounting.qos or normal, got {name!r}",
+                )
+        default_qos = account.get("default_qos")
+        if default_qos and default_qos not in (account.get("qos") or ["normal"]):
+            yield Violation(
+                "config-inconsistent",
+                (*where, "default_qos"),
+                f"expected one of the account's qos, got {default_qos!r}",
+            )
+        for position, name in enumerate(account.get("users") or []):
+            if name not in users:
+                yield Violation(
+                    "config-inconsistent",
+                    (*where, "users", position),
+                    f"expected a name from users, got {name!r}",
+                )
+    for index, partition in enumerate(partitions):
+        if not isinstance(partition, dict):
+            continue
+        for position, name in enumerate(partition.get("allow_accounts") or []):
+            if name not in account_names:
+                yield Violation(
+                    "config-inconsistent",
+                    (*base, "partitions", index, "allow_accounts", position),
+                    f"expected an account of accounting.accounts or the default account, "
+                    f"got {name!r}",
                 )
 
 

@@ -50,7 +50,8 @@ class LabSpec:
     storage: str = "allocation_local"
     # what Open OnDemand's sessions start on the workers (the config's interactive_runtimes)
     interactive_runtimes: tuple[str, ...] = ()
-    # GPU device files on each separate worker (no GPU behind them: see add_host)
+    # GPU device files on each host that runs slurmd: the separate workers, or same_node's
+    # controller (no GPU behind them: see add_host)
     gpus: int = 0
 
     def validate(self) -> None:
@@ -116,10 +117,16 @@ def _allocation(spec: LabSpec, host: LabHost, gpus: int = 0) -> dict[str, Any]:
     }
 
 
+def _gpus(spec: LabSpec, hosts: list[LabHost], host: LabHost) -> int:
+    """The GPU device files `host` gets: the spec's on every host that runs slurmd."""
+    runs_slurmd = spec.placement == "same_node" or host in hosts[1:]
+    return spec.gpus if runs_slurmd else 0
+
+
 def deploy_request(spec: LabSpec, hosts: list[LabHost], key: Path) -> dict[str, Any]:
     """The deploy request as the platform's app controller would send it."""
     workers = hosts[1:]
-    allocations = [_allocation(spec, h, spec.gpus if h in workers else 0) for h in hosts]
+    allocations = [_allocation(spec, h, _gpus(spec, hosts, h)) for h in hosts]
     controller_id, worker_ids = allocations[0]["id"], [a["id"] for a in allocations[1:]]
     members = [
         {
@@ -200,17 +207,14 @@ def up(spec: LabSpec) -> Path:
         key.with_suffix(".pub").read_text().strip(),
         spec.mount_path,
     )
-    for host in hosts[1:]:
-        _make_gpu_devices(spec.name, host.name, spec.gpus)
+    for host in hosts:
+        _make_gpu_devices(spec.name, host.name, _gpus(spec, hosts, host))
     write_lab_site()
     request = folder / "deploy.json"
     (folder / "members.json").unlink(missing_ok=True)  # a new deploy: its members start over
     request.write_text(json.dumps(deploy_request(spec, hosts, key), indent=2) + "\n")
     (folder / "allocations.json").write_text(
-        json.dumps(
-            [_allocation(spec, h, spec.gpus if h in hosts[1:] else 0) for h in hosts], indent=2
-        )
-        + "\n"
+        json.dumps([_allocation(spec, h, _gpus(spec, hosts, h)) for h in hosts], indent=2) + "\n"
     )
     (folder / "spec.json").write_text(json.dumps(spec.__dict__) + "\n")
     return request

@@ -23,6 +23,21 @@ def on_host(lab_name: str, host: str, command: str) -> str:
     return ran.output.decode()
 
 
+def name_the_gpus(lab_name: str, host: str, model: str, count: int) -> None:
+    """An nvidia-smi on the host that names its GPU device files' model, as the driver's
+    would: what slurm_worker reads the node's GPU type (and so its feature) from."""
+    lines = "".join(f"{index}, {model}\\n" for index in range(count))
+    on_host(
+        lab_name,
+        host,
+        f"printf '#!/bin/sh\\nprintf \"{lines}\"\\n' > /usr/local/bin/nvidia-smi"
+        " && chmod 0755 /usr/local/bin/nvidia-smi",
+    )
+    assert on_host(
+        lab_name, host, "nvidia-smi --query-gpu=index,name --format=csv,noheader"
+    ).splitlines() == [f"{index}, {model}" for index in range(count)]
+
+
 def kill_host(lab_name: str, host: str) -> None:
     """The host's container killed (SIGKILL to systemd): its address stops answering at all,
     as an allocation that died under the cluster does."""

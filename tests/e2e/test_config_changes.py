@@ -1,17 +1,19 @@
-"""Config changes through deploy, on a running cluster (a same_node lab that started without
-accounting): partitions, users and accounting applied; an unchanged re-run skips the converge
+"""Config changes through deploy, on a running cluster (a same_node lab with two H100s that
+started without accounting): partitions, users and accounting applied; teams sharing the GPUs
+through QoS, AllowAccounts and a partition of the H100 nodes; an unchanged re-run skips the converge
 until a member drifts; monitoring turned off and on again; a monitoring failure degrading the
 deploy, and the next deploy repairing it; a new cluster_name refused."""
 
 import json
+import re
 
 import pytest
-from lab_tools import check_typed_tasks, on_host, platform_env, run_request
+from lab_tools import check_typed_tasks, name_the_gpus, on_host, platform_env, run_request
 
 from driver.lab import lab
 
 pytestmark = pytest.mark.containers
-SPEC = lab.LabSpec(name="cfg", workers=1, distro="trixie", placement="same_node")
+SPEC = lab.LabSpec(name="cfg", workers=1, distro="trixie", placement="same_node", gpus=2)
 
 
 def _on_controller(command: str) -> str:
@@ -23,6 +25,7 @@ def cluster(docker_engine, tmp_path_factory):
     env = platform_env(tmp_path_factory.mktemp("driver-state"))
     lab.down(SPEC.name)
     path = lab.up(SPEC)
+    name_the_gpus(SPEC.name, f"{SPEC.name}-ctl", "NVIDIA H100 80GB HBM3", SPEC.gpus)
     request = json.loads(path.read_text())
     request["instance"]["config"]["accounting"] = {"enabled": False}
     path.write_text(json.dumps(request))
@@ -68,6 +71,92 @@ def test_partitions_users_and_accounting_change_on_a_running_cluster(cluster):
     assert any(r["state"] == "COMPLETED" for r in readiness["accounting_record"])
 
 
+def _submit(user: str, *flags: str) -> str:
+    return _on_controller(
+        f"cd /tmp && runuser -u {user} -- sbatch --parsable -o /dev/null {' '.join(flags)} "
+        "--wrap 'sleep 120'"
+    ).strip()
+
+
+def test_teams_share_the_gpus_through_qos_accounts_and_a_partition_of_h100_nodes(cluster):
+    """Issue 24 point 5: a team account with a QoS capping each user at one GPU, a partition
+    of the nodes whose GPUs are H100s open to that team only, multifactor priority; a second
+    GPU job of the same user waits with QOSMaxGRESPerUser, another team's user is refused at
+    submit, and the same request again changes nothing."""
+    path, env = cluster
+    request = json.loads(path.read_text())
+    config = request["instance"]["config"]
+    config["partitions"].append(
+        {"name": "h100", "node_feature": "h100", "allow_accounts": ["vision"]}
+    )
+    config["accounting"] = {
+        "enabled": True,
+        "qos": [{"name": "gpu-small", "priority": 10, "max_gpus_per_user": 1, "max_wall": "2-0"}],
+        "accounts": [
+            {"name": "vision", "fairshare": 10, "qos": ["gpu-small"], "users": ["labuser"]}
+        ],
+        "fair_share": {"weight_qos": 2000},
+    }
+    path.write_text(json.dumps(request))
+    code, result = run_request(path, env)
+    assert code == 0, result
+    ctl = f"{SPEC.name}-ctl"
+    assert _on_controller(f"sinfo -h -N -n {ctl} -o '%G %f'").split("\n")[0] == "gpu:h100:2 h100"
+    assert _on_controller("sinfo -h -p h100 -o %N").strip() == ctl
+    assert "AllowAccounts=vision " in _on_controller("scontrol show partition h100")
+    config_lines = _on_controller("scontrol show config")
+    assert re.search(r"^PriorityType\s+= priority/multifactor$", config_lines, re.M)
+    assert re.search(r"^PriorityWeightQOS\s+= 2000$", config_lines, re.M)
+    assert _on_controller(
+        "sacctmgr -n -P show assoc where cluster=cfg format=account,user,fairshare,qos"
+    ).split() == [
+        "root||1|normal",
+        "root|root|1|normal",
+        "default||1|normal",
+        "default|newbie|1|normal",
+        "vision||10|gpu-small",
+        "vision|labuser|1|gpu-small",
+    ]
+    assert "labuser|vision" in _on_controller("sacctmgr -n -P show user format=user,defaultaccount")
+
+    first = _submit("labuser", "-p h100 --gres=gpu:1")
+    second = _submit("labuser", "-p h100 --gres=gpu:1")
+    try:
+        states = _on_controller(
+            f"for i in $(seq 30); do s=$(squeue -h -j {first},{second} -o '%i %q %T %r' | sort); "
+            f'echo "$s" | grep -q QOSMaxGRESPerUser && break; sleep 1; done; echo "$s"'
+        )
+        assert states.splitlines() == sorted(
+            [f"{first} gpu-small RUNNING None", f"{second} gpu-small PENDING QOSMaxGRESPerUser"]
+        ), states
+        refused = lab.host_container(SPEC.name, ctl).exec_run(
+            ["runuser", "-u", "newbie", "--", "sbatch", "-p", "h100", "--wrap", "true"],
+            workdir="/tmp",
+        )
+        assert refused.exit_code == 1
+        assert b"Invalid account or account/partition combination" in refused.output
+    finally:
+        _on_controller(f"scancel {first} {second}")
+
+    code, again = run_request(path, env)
+    assert code == 0 and again["changed"] == 0, again["hosts"]
+
+    # a changed share and limit are modified in place, a limit left out is cleared
+    config["accounting"]["qos"][0] = {"name": "gpu-small", "max_gpus_per_user": 2}
+    config["accounting"]["accounts"][0]["fairshare"] = 20
+    path.write_text(json.dumps(request))
+    code, result = run_request(path, env)
+    assert code == 0, result
+    qos = _on_controller(
+        "sacctmgr -n -P show qos where name=gpu-small format=priority,maxtrespu,maxwall"
+    )
+    assert qos.strip() == "0|gres/gpu=2|"
+    vision = (
+        "sacctmgr -n -P show assoc where cluster=cfg account=vision format=account,user,fairshare"
+    )
+    assert _on_controller(vision).split() == ["vision||20", "vision|labuser|1"]
+
+
 def test_the_jobs_and_nodes_tabs_typed_tasks_on_24_11(cluster):
     """Issue 23 on Slurm 24.11, through `slurm-app-driver task` as the node agent would: the
     lab user's job submitted, listed, refused to another cluster user, cancelled, then listed
@@ -78,7 +167,7 @@ def test_the_jobs_and_nodes_tabs_typed_tasks_on_24_11(cluster):
 
 def test_a_rerun_skips_the_converge_until_a_member_drifts(cluster):
     """The same request again skips to the readiness check; after hand edits on the host (a
-    config file, an association) the next run converges and undoes them."""
+    config file, an association, a QoS limit) the next run converges and undoes them."""
     path, env = cluster
     code, result = run_request(path, env)
     assert code == 0 and result["changed"] == 0, result
@@ -86,12 +175,15 @@ def test_a_rerun_skips_the_converge_until_a_member_drifts(cluster):
     cgroup = _on_controller("cat /etc/slurm/cgroup.conf")
     _on_controller("echo '# edited by hand' >> /etc/slurm/cgroup.conf")
     _on_controller("sacctmgr -i delete user name=newbie")
+    _on_controller("sacctmgr -i modify qos where name=gpu-small set MaxTRESPerUser=gres/gpu=9")
     code, result = run_request(path, env)
     assert code == 0, result
     assert result["changed"] > 0
     assert _on_controller("cat /etc/slurm/cgroup.conf") == cgroup
     associations = _on_controller("sacctmgr -n -P show assoc where cluster=cfg format=user")
     assert "newbie" in associations.split()
+    qos = "sacctmgr -n -P show qos where name=gpu-small format=maxtrespu"
+    assert _on_controller(qos).strip() == "gres/gpu=2"
     code, result = run_request(path, env)
     assert code == 0 and result["changed"] == 0, result
 

@@ -64,9 +64,9 @@ def test_the_h200_host_is_one_typed_gpu():
     assert "NVIDIA H200" in (H200 / "nvidia-smi-L.txt").read_text()
 
 
-def test_the_h200_node_renders_a_typed_gres_users_can_ask_for():
+def test_the_h200_node_renders_a_typed_gres_users_can_ask_for_and_a_feature_partitions_use():
     node = _node(slurm_output.slurm_gpus(_query_answer(), _device_files()))
-    assert _render("node.conf.j2", node).endswith("Gres=gpu:h200:1 State=UNKNOWN")
+    assert _render("node.conf.j2", node).endswith("Gres=gpu:h200:1 Features=h200 State=UNKNOWN")
     assert _render("gres.conf.j2", node) == "NodeName=gpu-01 Name=gpu Type=h200 File=/dev/nvidia0"
 
 
@@ -80,7 +80,7 @@ def test_without_nvidia_smi_or_with_mixed_models_the_count_is_untyped():
     untyped = slurm_output.slurm_gpus("", files)
     assert untyped["files"] == ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia10"]
     assert untyped["type"] is None
-    assert " Gres=gpu:4 " in _render("node.conf.j2", _node(untyped))
+    assert " Gres=gpu:4 State=" in _render("node.conf.j2", _node(untyped))
     mixed = slurm_output.slurm_gpus("0, NVIDIA H200\n1, NVIDIA A100-SXM4-80GB", files[:2])
     assert mixed["type"] is None and mixed["count"] == 2
     assert _render("gres.conf.j2", _node(mixed)).startswith("NodeName=gpu-01 Name=gpu File=")

@@ -167,6 +167,30 @@ def test_slurm_common_refuses_users_an_operator_gets_wrong(tmp_path, users, expe
             "exactly one with default: true",
         ),
         ({}, {"slurm_controller": {"hosts": {"ctl": {}}}}, "at least one in slurm_workers"),
+        (
+            {
+                "slurm_controller_accounting_enabled": False,
+                "slurm_controller_partitions": [
+                    {"name": "a", "default": True, "allow_accounts": ["team"]}
+                ],
+            },
+            None,
+            "need slurm_controller_accounting_enabled: true",
+        ),
+        (
+            {"slurm_controller_accounting_enabled": False, "slurm_controller_priority": {"x": 1}},
+            None,
+            "need slurm_controller_accounting_enabled: true",
+        ),
+        (
+            {
+                "slurm_controller_qos": [{"name": "gpu", "max_gpus_per_user": 1}],
+                "slurm_controller_accounts": [{"name": "team", "qos": ["gpu"]}],
+                "slurm_controller_priority": {"weight_qos": 2000},
+            },
+            None,
+            None,
+        ),
     ],
 )
 def test_slurm_controller_refuses_what_an_operator_gets_wrong(

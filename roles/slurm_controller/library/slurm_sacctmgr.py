@@ -5,12 +5,14 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: slurm_sacctmgr
-short_description: Make a Slurm cluster's accounts, users and admin levels match a description
+short_description: Make a Slurm cluster's QoS, accounts, users and admin levels match a description
 description:
-  - Reads the cluster, accounts, associations and admin levels from slurmdbd with
-    C(sacctmgr -n -P show), then adds what is missing and corrects admin levels.
-  - Never removes an account, a user or an association it was not told about: records
-    created by hand stay.
+  - Reads the cluster, QoS, accounts, associations, default accounts and admin levels from
+    slurmdbd with C(sacctmgr -n -P show), then adds what is missing and corrects what differs.
+  - The accounts it is given are described whole - their fair share, their QoS and their
+    users. A user associated with one of them but no longer listed there is taken out of it
+    (sacctmgr refuses while the user has jobs under it). Accounts, users and QoS it was not
+    told about are never touched: records created by hand stay.
   - Supports check mode (reports the sacctmgr commands it would run) and diff mode.
 options:
   cluster:
@@ -23,8 +25,27 @@ options:
         registers its cluster on its first start with accounting on.
     type: bool
     default: false
+  qos:
+    description:
+      - QoS that must exist with these limits. A limit left out is cleared (-1).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name: {type: str, required: true, description: QoS name.}
+      priority: {type: int, default: 0, description: Priority (multifactor's QoS factor).}
+      max_gpus_per_user:
+        type: int
+        description: GPUs one user's running jobs may hold together (MaxTRESPerUser gres/gpu).
+      max_gpus:
+        type: int
+        description: GPUs all the QoS's running jobs may hold together (GrpTRES gres/gpu).
+      max_jobs_per_user: {type: int, description: Running jobs per user (MaxJobsPerUser).}
+      max_wall:
+        type: str
+        description: Longest time limit of a job (MaxWall), as a Slurm time.
   accounts:
-    description: Accounts that must exist in the cluster.
+    description: Accounts that must exist in the cluster, each described whole.
     type: list
     elements: dict
     default: []
@@ -32,16 +53,32 @@ options:
       name: {type: str, required: true, description: Account name.}
       description: {type: str, default: "", description: Description; empty means the name.}
       organization: {type: str, default: "", description: Organization; empty means the name.}
+      fairshare: {type: int, default: 1, description: The account's share (Fairshare).}
+      qos:
+        type: list
+        elements: str
+        default: []
+        description: The QoS its jobs may ask for; empty means normal.
+      default_qos:
+        type: str
+        default: ""
+        description: The QoS of a job that names none; empty means the first of I(qos).
+      users:
+        type: list
+        elements: str
+        default: []
+        description:
+          - The users of I(users) associated with it; a user in none gets I(default_account).
   default_account:
-    description: The account of users that name none.
+    description: The account of users that no account lists.
     type: str
     default: ""
   users:
     description:
-      - Users that must be associated with an account of the cluster. Each is a dict with
-        C(name), optionally C(account) (default I(default_account)) and C(admin_level)
-        (None, Operator, Administrator) or C(admin) (true = Administrator). Other keys are
-        ignored, so the cluster's user list (with uid, gid) can be passed as it is.
+      - Users that must be associated with the cluster. Each is a dict with C(name) and
+        optionally C(admin_level) (None, Operator, Administrator) or C(admin) (true =
+        Administrator). Other keys are ignored, so the cluster's user list (with uid, gid)
+        can be passed as it is. A user's default account is the first account listing it.
     type: list
     elements: dict
     default: []
@@ -54,12 +91,55 @@ commands:
   returned: always
 """
 
+import copy  # noqa: E402
+import re  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 SACCTMGR = "sacctmgr"
 ADMIN_LEVELS = ("None", "Operator", "Administrator")
+# Every association inherits this QoS from the root account unless told otherwise.
+BASE_QOS = "normal"
+# sacctmgr's word for "no limit" when a limit is set; `show` prints an empty field for it.
+UNLIMITED = -1
+# The QoS limits this module manages: option -> (sacctmgr field read, sacctmgr field set).
+QOS_LIMITS = {
+    "max_gpus_per_user": ("maxtrespu", "MaxTRESPerUser"),
+    "max_gpus": ("grptres", "GrpTRES"),
+    "max_jobs_per_user": ("maxjobspu", "MaxJobsPerUser"),
+    "max_wall": ("maxwall", "MaxWall"),
+}
+GPU_TRES = "gres/gpu"
+SLURM_TIME = re.compile(r"(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?")
+
+
+def slurm_minutes(value: str) -> int:
+    """Minutes in a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS), the
+    form a config gives and the one `sacctmgr show` prints alike; seconds round up."""
+    match = SLURM_TIME.fullmatch(value.strip())
+    if match is None:
+        raise ValueError(f"not a Slurm time: {value!r}")
+    days, a, b, c = (int(g) if g is not None else None for g in match.group("days", "a", "b", "c"))
+    if days is not None:  # D-HH[:MM[:SS]]
+        hours, minutes, seconds = a, b or 0, c or 0
+    elif c is not None:  # HH:MM:SS
+        days, hours, minutes, seconds = 0, a, b, c
+    elif b is not None:  # MM:SS
+        days, hours, minutes, seconds = 0, 0, a, b
+    else:  # minutes
+        days, hours, minutes, seconds = 0, 0, a, 0
+    return ((days * 24 + hours) * 60 + minutes) + (1 if seconds else 0)
+
+
+def _gpu_count(tres: str) -> int | None:
+    """The gres/gpu count in a TRES list such as 'cpu=4,gres/gpu=2'; None when absent."""
+    for item in tres.split(","):
+        name, _, count = item.partition("=")
+        if name == GPU_TRES and count.isdigit():
+            return int(count)
+    return None
 
 
 def _rows(module: AnsibleModule, *args: str) -> list[list[str]]:
@@ -69,92 +149,232 @@ def _rows(module: AnsibleModule, *args: str) -> list[list[str]]:
     return [line.split("|") for line in out.splitlines() if line.strip()]
 
 
+def _qos_row(row: list[str]) -> dict[str, Any]:
+    priority, maxtrespu, grptres, maxjobspu, maxwall = row[1:6]
+    return {
+        "priority": int(priority or 0),
+        "max_gpus_per_user": _gpu_count(maxtrespu),
+        "max_gpus": _gpu_count(grptres),
+        "max_jobs_per_user": int(maxjobspu) if maxjobspu.isdigit() else None,
+        "max_wall": slurm_minutes(maxwall) if maxwall else None,
+    }
+
+
 def current_state(module: AnsibleModule, cluster: str) -> dict[str, Any]:
     """What slurmdbd holds that this module manages."""
     clusters = {row[0] for row in _rows(module, "cluster", "format=cluster")}
-    accounts = {
-        row[0]: {"description": row[1], "organization": row[2]}
-        for row in _rows(module, "account", "format=account,descr,org")
+    qos = {
+        row[0]: _qos_row(row)
+        for row in _rows(module, "qos", "format=name,priority,maxtrespu,grptres,maxjobspu,maxwall")
     }
-    associations = sorted(
-        f"{row[1]}@{row[0]}"
-        for row in _rows(
-            module, "association", "where", f"cluster={cluster}", "format=account,user"
-        )
-        if len(row) > 1 and row[1]
+    accounts = {row[0] for row in _rows(module, "account", "format=account")}
+    rows = _rows(
+        module,
+        "association",
+        "where",
+        f"cluster={cluster}",
+        "format=account,user,partition,fairshare,qos,defaultqos",
     )
-    admin_levels = {row[0]: row[1] for row in _rows(module, "user", "format=user,adminlevel")}
+    settings = {
+        row[0]: {
+            "fairshare": int(row[3]) if row[3].isdigit() else None,
+            "qos": sorted(q for q in row[4].split(",") if q),
+            "default_qos": row[5],
+        }
+        for row in rows
+        if not row[1] and not row[2]
+    }
+    users = _rows(module, "user", "format=user,defaultaccount,adminlevel")
     return {
         "cluster": cluster in clusters,
-        "accounts": sorted(name for name in accounts),
-        "associations": associations,
-        "admin_levels": admin_levels,
+        "qos": qos,
+        "accounts": sorted(accounts),
+        "account_settings": settings,
+        "associations": sorted({f"{row[1]}@{row[0]}" for row in rows if row[1]}),
+        "default_accounts": {row[0]: row[1] for row in users},
+        "admin_levels": {row[0]: row[2] for row in users},
     }
 
 
-def wanted_users(users: list[dict[str, Any]], default_account: str) -> list[dict[str, str]]:
-    """users[i] as {name, account, admin_level}, or a ValueError naming the entry."""
+def wanted_users(
+    users: list[dict[str, Any]], default_account: str, accounts: Sequence[dict[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """users[i] as {name, accounts (the default first), admin_level}, or a ValueError naming
+    the entry."""
     wanted = []
     for index, user in enumerate(users):
         name = user.get("name")
-        account = user.get("account") or default_account
         level = user.get("admin_level") or ("Administrator" if user.get("admin") else "None")
         if not isinstance(name, str) or not name:
             raise ValueError(f"users[{index}].name: expected a login name")
-        if not account:
+        member_of = [a["name"] for a in accounts if name in a.get("users", [])]
+        if not member_of and user.get("account"):
+            member_of = [user["account"]]
+        if not member_of and not default_account:
             raise ValueError(f"users[{index}] ({name}): no account and no default_account")
         if level not in ADMIN_LEVELS:
             raise ValueError(f"users[{index}].admin_level: expected one of {ADMIN_LEVELS}")
-        wanted.append({"name": name, "account": account, "admin_level": level})
+        wanted.append(
+            {"name": name, "accounts": member_of or [default_account], "admin_level": level}
+        )
+    known = {user["name"] for user in wanted}
+    for index, account in enumerate(accounts):
+        for name in account.get("users", []):
+            if name not in known:
+                raise ValueError(f"accounts[{index}].users: {name!r} is not one of the users")
     return wanted
 
 
+def wanted_accounts(
+    accounts: list[dict[str, Any]], default_account: str, qos: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Every account to describe (the default account too, with Slurm's defaults when no
+    entry names it), each with its qos list and default_qos settled, or a ValueError."""
+    described = [dict(account) for account in accounts]
+    if default_account and default_account not in {a["name"] for a in described}:
+        described.insert(0, {"name": default_account, "description": "default account"})
+    known_qos = {q["name"] for q in qos} | {BASE_QOS}
+    for index, account in enumerate(described):
+        account.setdefault("description", "")
+        account.setdefault("organization", "")
+        account["fairshare"] = account.get("fairshare") or 1
+        account["qos"] = sorted(set(account.get("qos") or [BASE_QOS]))
+        account["default_qos"] = account.get("default_qos") or (account.get("qos") or [BASE_QOS])[0]
+        for name in (*account["qos"], account["default_qos"]):
+            if name not in known_qos:
+                raise ValueError(f"accounts[{index}] ({account['name']}): no QoS {name!r}")
+        if account["default_qos"] not in account["qos"]:
+            raise ValueError(
+                f"accounts[{index}].default_qos: {account['default_qos']!r} is not in its qos"
+            )
+    return described
+
+
+def _qos_settings(qos: dict[str, Any]) -> list[str]:
+    settings = [f"Priority={qos.get('priority') or 0}"]
+    for option, (_, field) in QOS_LIMITS.items():
+        value = qos.get(option)
+        if value is None:
+            value = UNLIMITED
+        elif option == "max_wall":
+            value = slurm_minutes(value)
+        if field in ("MaxTRESPerUser", "GrpTRES"):
+            value = f"{GPU_TRES}={value}"
+        settings.append(f"{field}={value}")
+    return settings
+
+
+def _qos_reading(qos: dict[str, Any]) -> dict[str, Any]:
+    """A QoS entry as current_state reads it back."""
+    wall = qos.get("max_wall")
+    return {
+        "priority": qos.get("priority") or 0,
+        "max_gpus_per_user": qos.get("max_gpus_per_user"),
+        "max_gpus": qos.get("max_gpus"),
+        "max_jobs_per_user": qos.get("max_jobs_per_user"),
+        "max_wall": slurm_minutes(wall) if wall else None,
+    }
+
+
+def _account_settings(account: dict[str, Any]) -> dict[str, Any]:
+    return {k: account[k] for k in ("fairshare", "qos", "default_qos")}
+
+
+def _account_fields(account: dict[str, Any]) -> list[str]:
+    return [
+        f"Fairshare={account['fairshare']}",
+        f"QOS={','.join(account['qos'])}",
+        f"DefaultQOS={account['default_qos']}",
+    ]
+
+
 def plan(state: dict[str, Any], params: dict[str, Any]) -> tuple[list[list[str]], dict[str, Any]]:
-    """The sacctmgr commands that make `state` match `params`, and the state after them."""
+    """The sacctmgr commands that make `state` match `params` (users from wanted_users,
+    accounts from wanted_accounts), and the state after them."""
     cluster = params["cluster"]
     commands: list[list[str]] = []
-    after = {
-        "cluster": state["cluster"],
-        "accounts": list(state["accounts"]),
-        "associations": list(state["associations"]),
-        "admin_levels": dict(state["admin_levels"]),
-    }
+    after = copy.deepcopy(state)
     if not state["cluster"] and params["create_cluster"]:
         commands.append([SACCTMGR, "-i", "add", "cluster", cluster])
         after["cluster"] = True
-    for account in params["accounts"]:
-        if account["name"] in after["accounts"]:
+    for qos in params.get("qos", []):
+        reading = _qos_reading(qos)
+        if qos["name"] not in after["qos"]:
+            commands.append([SACCTMGR, "-i", "add", "qos", qos["name"], *_qos_settings(qos)])
+        elif after["qos"][qos["name"]] != reading:
+            commands.append(
+                [
+                    SACCTMGR,
+                    "-i",
+                    "modify",
+                    "qos",
+                    "where",
+                    f"name={qos['name']}",
+                    "set",
+                    *_qos_settings(qos),
+                ]
+            )
+        else:
             continue
-        commands.append(
-            [
-                SACCTMGR,
-                "-i",
-                "add",
-                "account",
-                account["name"],
-                f"Cluster={cluster}",
-                f"Description={account['description'] or account['name']}",
-                f"Organization={account['organization'] or account['name']}",
-            ]
-        )
-        after["accounts"].append(account["name"])
-    for user in params["users"]:
-        association = f"{user['name']}@{user['account']}"
-        if association not in after["associations"]:
+        after["qos"][qos["name"]] = reading
+    for account in params["accounts"]:
+        wanted = _account_settings(account)
+        if account["name"] not in after["accounts"]:
             commands.append(
                 [
                     SACCTMGR,
                     "-i",
                     "add",
-                    "user",
-                    user["name"],
-                    f"Account={user['account']}",
+                    "account",
+                    account["name"],
                     f"Cluster={cluster}",
+                    f"Description={account['description'] or account['name']}",
+                    f"Organization={account['organization'] or account['name']}",
+                    *_account_fields(account),
                 ]
             )
-            after["associations"].append(association)
-            after["admin_levels"].setdefault(user["name"], "None")
+            after["accounts"] = sorted([*after["accounts"], account["name"]])
+        elif after["account_settings"].get(account["name"]) != wanted:
+            commands.append(
+                [
+                    SACCTMGR,
+                    "-i",
+                    "modify",
+                    "account",
+                    "where",
+                    f"name={account['name']}",
+                    f"cluster={cluster}",
+                    "set",
+                    *_account_fields(account),
+                ]
+            )
+        after["account_settings"][account["name"]] = wanted
+    associations = set(after["associations"])
+    for user in params["users"]:
+        for account in user["accounts"]:
+            if f"{user['name']}@{account}" not in associations:
+                commands.append(
+                    [
+                        SACCTMGR,
+                        "-i",
+                        "add",
+                        "user",
+                        user["name"],
+                        f"Account={account}",
+                        f"Cluster={cluster}",
+                    ]
+                )
+                associations.add(f"{user['name']}@{account}")
+                after["default_accounts"].setdefault(user["name"], account)
+                after["admin_levels"].setdefault(user["name"], "None")
+        settings = []
+        if after["default_accounts"].get(user["name"]) != user["accounts"][0]:
+            settings.append(f"DefaultAccount={user['accounts'][0]}")
+            after["default_accounts"][user["name"]] = user["accounts"][0]
         if after["admin_levels"].get(user["name"]) != user["admin_level"]:
+            settings.append(f"AdminLevel={user['admin_level']}")
+            after["admin_levels"][user["name"]] = user["admin_level"]
+        if settings:
             commands.append(
                 [
                     SACCTMGR,
@@ -164,12 +384,30 @@ def plan(state: dict[str, Any], params: dict[str, Any]) -> tuple[list[list[str]]
                     "where",
                     f"name={user['name']}",
                     "set",
-                    f"AdminLevel={user['admin_level']}",
+                    *settings,
                 ]
             )
-            after["admin_levels"][user["name"]] = user["admin_level"]
-    after["accounts"].sort()
-    after["associations"].sort()
+    # Only now, with each user's default account moved: sacctmgr refuses to take a user out
+    # of the account that is still their default.
+    described = {account["name"] for account in params["accounts"]}
+    members = {(user["name"], account) for user in params["users"] for account in user["accounts"]}
+    for association in sorted(associations):
+        name, _, account = association.partition("@")
+        if account in described and (name, account) not in members:
+            commands.append(
+                [
+                    SACCTMGR,
+                    "-i",
+                    "delete",
+                    "user",
+                    "where",
+                    f"name={name}",
+                    f"account={account}",
+                    f"cluster={cluster}",
+                ]
+            )
+            associations.discard(association)
+    after["associations"] = sorted(associations)
     return commands, after
 
 
@@ -178,6 +416,19 @@ def main() -> None:
         argument_spec={
             "cluster": {"type": "str", "required": True},
             "create_cluster": {"type": "bool", "default": False},
+            "qos": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "name": {"type": "str", "required": True},
+                    "priority": {"type": "int", "default": 0},
+                    "max_gpus_per_user": {"type": "int"},
+                    "max_gpus": {"type": "int"},
+                    "max_jobs_per_user": {"type": "int"},
+                    "max_wall": {"type": "str"},
+                },
+            },
             "accounts": {
                 "type": "list",
                 "elements": "dict",
@@ -186,6 +437,10 @@ def main() -> None:
                     "name": {"type": "str", "required": True},
                     "description": {"type": "str", "default": ""},
                     "organization": {"type": "str", "default": ""},
+                    "fairshare": {"type": "int", "default": 1},
+                    "qos": {"type": "list", "elements": "str", "default": []},
+                    "default_qos": {"type": "str", "default": ""},
+                    "users": {"type": "list", "elements": "str", "default": []},
                 },
             },
             "default_account": {"type": "str", "default": ""},
@@ -193,17 +448,22 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
+    params = module.params
     try:
-        users = wanted_users(module.params["users"], module.params["default_account"])
+        users = wanted_users(params["users"], params["default_account"], params["accounts"])
+        accounts = wanted_accounts(params["accounts"], params["default_account"], params["qos"])
+        for qos in params["qos"]:
+            if qos.get("max_wall"):
+                slurm_minutes(qos["max_wall"])
     except ValueError as error:
         module.fail_json(msg=str(error))
-    before = current_state(module, module.params["cluster"])
-    if not before["cluster"] and not module.params["create_cluster"]:
+    before = current_state(module, params["cluster"])
+    if not before["cluster"] and not params["create_cluster"]:
         module.fail_json(
-            msg=f"slurmdbd has no cluster {module.params['cluster']!r}: slurmctld registers it "
+            msg=f"slurmdbd has no cluster {params['cluster']!r}: slurmctld registers it "
             "on its first start with accounting on (or set create_cluster)"
         )
-    commands, after = plan(before, {**module.params, "users": users})
+    commands, after = plan(before, {**params, "users": users, "accounts": accounts})
     if not module.check_mode:
         for command in commands:
             rc, out, err = module.run_command(command)
