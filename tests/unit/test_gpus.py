@@ -70,6 +70,26 @@ def test_the_h200_node_renders_a_typed_gres_users_can_ask_for_and_a_feature_part
     assert _render("gres.conf.j2", node) == "NodeName=gpu-01 Name=gpu Type=h200 File=/dev/nvidia0"
 
 
+def test_a_partition_of_one_gpu_type_is_the_nodeset_of_the_feature_its_nodes_carry():
+    # as ansible.builtin.template renders: trim_blocks on
+    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True)
+    partitions = [
+        {"name": "gpu", "default": True, "max_time": "2-00:00:00"},
+        {"name": "h200", "node_feature": "h200", "allow_accounts": ["vision", "nlp"]},
+    ]
+    rendered = environment.get_template("partitions.conf.j2").render(
+        slurm_controller_partitions=partitions
+    )
+    assert rendered.splitlines() == [
+        "PartitionName=gpu Nodes=ALL Default=YES MaxTime=2-00:00:00 State=UP",
+        "NodeSet=nodeset_h200 Feature=h200",
+        "PartitionName=h200 Nodes=nodeset_h200 Default=NO MaxTime=UNLIMITED "
+        "AllowAccounts=vision,nlp State=UP",
+    ]
+    node = _node(slurm_output.slurm_gpus(_query_answer(), _device_files()))
+    assert " Features=h200 " in _render("node.conf.j2", node)
+
+
 def test_a_cpu_only_node_gets_no_gres():
     node = _node(slurm_output.slurm_gpus("", []))
     assert "Gres=" not in _render("node.conf.j2", node)

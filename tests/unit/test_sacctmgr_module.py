@@ -127,6 +127,24 @@ def test_a_team_gets_its_qos_share_and_users_and_leaves_the_default_account():
     assert "bob@default" in teamed["associations"]
 
 
+def test_a_user_made_by_hand_keeps_its_association_in_a_described_account():
+    state = {**REGISTERED, "accounts": ["default", "root"]}
+    state["associations"] = ["carol@default", "root@root"]
+    state["default_accounts"] = {**REGISTERED["default_accounts"], "carol": "default"}
+    commands, after = sacctmgr.plan(state, _params())
+    assert not [c for c in commands if c[2] == "delete"]
+    assert "carol@default" in after["associations"]
+
+
+def test_an_account_s_default_qos_is_the_first_it_lists():
+    qos = [{"name": "gpu-standard"}, {"name": "gpu-priority"}]
+    (default, team) = sacctmgr.wanted_accounts(
+        [{"name": "vision", "qos": ["gpu-standard", "gpu-priority"]}], "default", qos
+    )
+    assert (default["qos"], default["default_qos"]) == (["normal"], "normal")
+    assert (team["qos"], team["default_qos"]) == (["gpu-priority", "gpu-standard"], "gpu-standard")
+
+
 def test_a_changed_limit_is_modified_and_a_dropped_one_cleared():
     qos = [{"name": "gpu", "max_gpus_per_user": 2, "max_gpus": 8}]
     _, state = sacctmgr.plan(REGISTERED, _params(qos=qos))

@@ -10,9 +10,9 @@ description:
   - Reads the cluster, QoS, accounts, associations, default accounts and admin levels from
     slurmdbd with C(sacctmgr -n -P show), then adds what is missing and corrects what differs.
   - The accounts it is given are described whole - their fair share, their QoS and their
-    users. A user associated with one of them but no longer listed there is taken out of it
-    (sacctmgr refuses while the user has jobs under it). Accounts, users and QoS it was not
-    told about are never touched: records created by hand stay.
+    users. A user of I(users) associated with one of them but no longer listed there is taken
+    out of it (sacctmgr refuses while the user has jobs under it). Accounts, users and QoS it
+    was not told about are never touched: records created by hand stay.
   - Supports check mode (reports the sacctmgr commands it would run) and diff mode.
 options:
   cluster:
@@ -104,12 +104,12 @@ ADMIN_LEVELS = ("None", "Operator", "Administrator")
 BASE_QOS = "normal"
 # sacctmgr's word for "no limit" when a limit is set; `show` prints an empty field for it.
 UNLIMITED = -1
-# The QoS limits this module manages: option -> (sacctmgr field read, sacctmgr field set).
+# The QoS limits this module manages: option -> the sacctmgr field that sets it.
 QOS_LIMITS = {
-    "max_gpus_per_user": ("maxtrespu", "MaxTRESPerUser"),
-    "max_gpus": ("grptres", "GrpTRES"),
-    "max_jobs_per_user": ("maxjobspu", "MaxJobsPerUser"),
-    "max_wall": ("maxwall", "MaxWall"),
+    "max_gpus_per_user": "MaxTRESPerUser",
+    "max_gpus": "GrpTRES",
+    "max_jobs_per_user": "MaxJobsPerUser",
+    "max_wall": "MaxWall",
 }
 GPU_TRES = "gres/gpu"
 SLURM_TIME = re.compile(r"(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?")
@@ -238,8 +238,10 @@ def wanted_accounts(
         account.setdefault("description", "")
         account.setdefault("organization", "")
         account["fairshare"] = account.get("fairshare") or 1
-        account["qos"] = sorted(set(account.get("qos") or [BASE_QOS]))
-        account["default_qos"] = account.get("default_qos") or (account.get("qos") or [BASE_QOS])[0]
+        listed = account.get("qos") or [BASE_QOS]
+        # the first listed, before the list is sorted for comparing with slurmdbd's
+        account["default_qos"] = account.get("default_qos") or listed[0]
+        account["qos"] = sorted(set(listed))
         for name in (*account["qos"], account["default_qos"]):
             if name not in known_qos:
                 raise ValueError(f"accounts[{index}] ({account['name']}): no QoS {name!r}")
@@ -252,7 +254,7 @@ def wanted_accounts(
 
 def _qos_settings(qos: dict[str, Any]) -> list[str]:
     settings = [f"Priority={qos.get('priority') or 0}"]
-    for option, (_, field) in QOS_LIMITS.items():
+    for option, field in QOS_LIMITS.items():
         value = qos.get(option)
         if value is None:
             value = UNLIMITED
@@ -391,9 +393,11 @@ def plan(state: dict[str, Any], params: dict[str, Any]) -> tuple[list[list[str]]
     # of the account that is still their default.
     described = {account["name"] for account in params["accounts"]}
     members = {(user["name"], account) for user in params["users"] for account in user["accounts"]}
+    # a user the config does not name (made by hand) keeps every association it has
+    managed = {user["name"] for user in params["users"]}
     for association in sorted(associations):
         name, _, account = association.partition("@")
-        if account in described and (name, account) not in members:
+        if account in described and name in managed and (name, account) not in members:
             commands.append(
                 [
                     SACCTMGR,
