@@ -497,7 +497,10 @@ def test_rotate_munge_key_keeps_jobs_running_and_the_next_deploy_converged(deplo
     platform-supplied key is rotated in the same way, and sending it again changes nothing."""
     old = _munge_keys()
     assert len(set(old.values())) == 1
-    running = submit("-w", "e2e-w01", "--wrap", "'sleep 25'")
+    # the job ends when the test says so, not after a guess at how long the rotation takes
+    release = "/tmp/release-rotation-job"
+    waits = f"'while [ ! -e {release} ]; do sleep 1; done'"
+    running = submit("-w", "e2e-w01", "-t", "10", "--wrap", waits)
     wait_on("e2e-ctl", f"squeue -h -j {running} -t R | grep -q .")
     queued = submit("-w", "e2e-w02", f"--dependency=afterok:{running}", "--wrap", "true")
     result = _rotate(deployed)
@@ -515,6 +518,7 @@ def test_rotate_munge_key_keeps_jobs_running_and_the_next_deploy_converged(deplo
         )
         assert old_sha not in copies, host
     assert on("e2e-ctl", f"squeue -h -j {running} -o %T").strip() == "RUNNING"
+    on("e2e-w01", f"touch {release}")
     for job in (running, queued):
         wait_on("e2e-ctl", f"sacct -n -X -j {job} -o State | grep -q COMPLETED")
 
