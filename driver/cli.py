@@ -479,7 +479,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lab_op.add_argument("operation", help="add_worker, drain_worker, status, stop, ...")
     lab_op.add_argument("--name", default="lab")
-    lab_op.add_argument("--target", help="the lab host the operation acts on (e.g. lab-w01)")
+    lab_op.add_argument(
+        "--target",
+        action="append",
+        help="the lab host the operation acts on (e.g. lab-w01); add_worker takes it several "
+        "times to join several hosts in one run",
+    )
     lab_op.add_argument(
         "--option",
         action="append",

@@ -57,6 +57,8 @@ HINTS: dict[str, str] = {
     "missing-operation": "every version needs deploy, status and decommission operations",
     "target-component-required": "operations whose target is new_allocation or member must "
     "name target_component_key",
+    "max-targets-invalid": "max_targets above 1 is for new_allocation operations (a join of "
+    "several allocations in one run)",
     "touches-invalid": "touches names component keys, 'placement', or 'target' (operations "
     "with a target only)",
     "ui-incomplete": "give the UI an endpoint with auth, or at least one tab",
@@ -78,7 +80,8 @@ HINTS: dict[str, str] = {
     "unspecified or multicast",
     "member-mismatch": "members must agree with the placement intent",
     "target-missing": "this operation needs operation.target.allocation_id",
-    "target-unexpected": "this operation takes no target",
+    "target-unexpected": "this operation takes no target, or not that many (the manifest's "
+    "max_targets); give target or targets, never both",
     "target-invalid": "the target does not fit this operation",
     "linked-instance-missing": "pass the referenced instance in `linked_instances`",
     "linked-instance-unexpected": "pass only the instances the placement intent references",

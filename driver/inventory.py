@@ -147,8 +147,9 @@ def build_inventory(
                 for value in (raw if binding.multiple else [raw]) if raw else []:
                     touch(UUID(value), binding.component_key)
         elif touched == "target":
-            if request.operation.target is not None and spec.target_component_key:
-                touch(request.operation.target.allocation_id, spec.target_component_key)
+            if spec.target_component_key:
+                for target in request.operation.target_ids:
+                    touch(target, spec.target_component_key)
         else:
             for member in _live_members(request):
                 if member.component_key == touched:

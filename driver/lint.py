@@ -357,6 +357,15 @@ def _check_version(
                     f"target {op.target.value!r} needs a component key",
                 )
             )
+        if op.max_targets > 1 and op.target != "new_allocation":
+            findings.append(
+                doc.finding(
+                    "max-targets-invalid",
+                    (*op_base, "max_targets"),
+                    f"target {op.target.value!r} acts on one allocation; only new_allocation "
+                    "operations take several",
+                )
+            )
         for t_index, touch in enumerate(op.touches):
             if touch == "target" and op.target == "none":
                 findings.append(

@@ -25,6 +25,7 @@ from driver.apps import adapter_for
 from driver.catalog import instance_credentials_dir, load_entry
 from driver.documents import Document, LinePath
 from driver.findings import Finding
+from driver.models.manifest import Operation as OperationSpec
 from driver.models.manifest import OperationTarget, Version
 from driver.models.request import LinkedInstance, Member, MemberStatus, OperationRequest
 from driver.schema_check import schema_findings, shipped_schema
@@ -366,45 +367,75 @@ class _Rules:
         operation = self.request.operation
         spec = self.version.operation(operation.type)
         assert spec is not None  # checked by the schema layer
-        target = operation.target
+        if operation.target is not None and operation.targets is not None:
+            self.add(
+                "target-unexpected",
+                ("operation", "targets"),
+                "give either target or targets, not both",
+            )
+            return
+        named = operation.target or operation.targets
         if spec.target is OperationTarget.NONE:
-            if target is not None:
+            if named is not None:
+                field = "target" if operation.target is not None else "targets"
                 self.add(
                     "target-unexpected",
-                    ("operation", "target"),
+                    ("operation", field),
                     f"{operation.type} acts on the whole instance",
                 )
             return
-        if target is None:
+        if named is None:
             self.add(
                 "target-missing",
                 ("operation", "target"),
                 f"{operation.type} needs the allocation it acts on",
             )
             return
-        path: LinePath = ("operation", "target", "allocation_id")
-        if target.allocation_id not in self.allocation_ids:
+        if operation.targets is None:
+            self._one_target(
+                spec, ("operation", "target", "allocation_id"), operation.target_ids[0]
+            )
+            return
+        if len(operation.targets) > spec.max_targets:
+            self.add(
+                "target-unexpected",
+                ("operation", "targets"),
+                f"{operation.type} acts on at most {spec.max_targets} allocation(s) per "
+                f"request, got {len(operation.targets)}",
+            )
+            return
+        seen: set[UUID] = set()
+        for index, allocation_id in enumerate(operation.target_ids):
+            path: LinePath = ("operation", "targets", index, "allocation_id")
+            if allocation_id in seen:
+                self.add("duplicate-key", path, f"allocation {allocation_id} is named twice")
+                continue
+            seen.add(allocation_id)
+            self._one_target(spec, path, allocation_id)
+
+    def _one_target(self, spec: OperationSpec, path: LinePath, allocation_id: UUID) -> None:
+        if allocation_id not in self.allocation_ids:
             self.add(
                 "unknown-allocation",
                 path,
-                f"allocation {target.allocation_id} is not in the request's allocations",
+                f"allocation {allocation_id} is not in the request's allocations",
             )
             return
         on_target = {
-            m.component_key for m in self.request.members if m.allocation_id == target.allocation_id
+            m.component_key for m in self.request.members if m.allocation_id == allocation_id
         }
         wanted = spec.target_component_key or ""
         if spec.target is OperationTarget.MEMBER and wanted not in on_target:
             self.add(
                 "target-invalid",
                 path,
-                f"no {wanted} member runs on allocation {target.allocation_id}",
+                f"no {wanted} member runs on allocation {allocation_id}",
             )
         if spec.target is OperationTarget.NEW_ALLOCATION and on_target and wanted not in on_target:
             self.add(
                 "target-invalid",
                 path,
-                f"allocation {target.allocation_id} already backs {', '.join(sorted(on_target))}",
+                f"allocation {allocation_id} already backs {', '.join(sorted(on_target))}",
             )
 
     def linked_instances(self) -> None:

@@ -166,9 +166,10 @@ class SlurmReference(AppAdapter):
         for option, value in options.items():
             if option in OPTION_VARS:
                 inventory.group_vars[OPTION_VARS[option]] = value
-        target = request.operation.target
-        if target is not None:
-            allocation = request.allocation(target.allocation_id)
+        # drain, resume and remove act on one node; a join of several names them in the
+        # inventory's slurm_workers
+        if request.operation.target is not None:
+            allocation = request.allocation(request.operation.target.allocation_id)
             if allocation is not None:  # validation guarantees it
                 inventory.group_vars["slurm_controller_target_node"] = allocation.hostname
 

@@ -261,11 +261,12 @@ def _cluster_as_it_stands(name: str) -> dict[str, Any]:
 def operation_request(
     name: str,
     operation: str,
-    target: str | None = None,
+    target: str | list[str] | None = None,
     options: dict[str, Any] | None = None,
 ) -> Path:
     """A member operation on a deployed lab, as the platform would send it after the deploy
-    succeeded (every member ready); `target` is a lab host name. Returns the request file."""
+    succeeded (every member ready); `target` is a lab host name, or several (operation.targets:
+    a join of several new hosts in one run). Returns the request file."""
     folder = lab_dir(name)
     request = _cluster_as_it_stands(name)
     known = {a["id"] for a in request["allocations"]}
@@ -274,27 +275,36 @@ def operation_request(
     ]
     request["correlation_id"] = f"lab-{uuid.uuid4()}"
     request["operation"] = {"id": f"lab-{operation}-{uuid.uuid4()}", "type": operation}
-    if target is not None:
-        allocation = next((a for a in request["allocations"] if a["hostname"] == target), None)
-        if allocation is None:
-            hosts = ", ".join(a["hostname"] for a in request["allocations"])
-            raise LabError(f"lab {name!r} has no host {target!r} (hosts: {hosts})")
-        request["operation"]["target"] = {"allocation_id": allocation["id"]}
-        if not any(m["allocation_id"] == allocation["id"] for m in request["members"]):
-            request["members"].append(
-                {
-                    "member_id": f"{name}-worker-{target}",
-                    "component_key": "worker",
-                    "allocation_id": allocation["id"],
-                    # a host added after the deploy is a member once add_worker joined it
-                    "status": "pending" if operation == "add_worker" else "ready",
-                }
-            )
+    hosts = [target] if isinstance(target, str) else list(target or [])
+    refs = [{"allocation_id": _target_allocation(name, request, operation, host)} for host in hosts]
+    if len(refs) == 1:
+        request["operation"]["target"] = refs[0]
+    elif refs:
+        request["operation"]["targets"] = refs
     if options:
         request["operation"]["options"] = options
     path = folder / f"{operation}.json"
     path.write_text(json.dumps(request, indent=2) + "\n")
     return path
+
+
+def _target_allocation(name: str, request: dict[str, Any], operation: str, host: str) -> str:
+    """The allocation of the lab host an operation targets; a host added after the deploy
+    enters the request's members as a worker (pending until add_worker joined it)."""
+    allocation = next((a for a in request["allocations"] if a["hostname"] == host), None)
+    if allocation is None:
+        hosts = ", ".join(a["hostname"] for a in request["allocations"])
+        raise LabError(f"lab {name!r} has no host {host!r} (hosts: {hosts})")
+    if not any(m["allocation_id"] == allocation["id"] for m in request["members"]):
+        request["members"].append(
+            {
+                "member_id": f"{name}-worker-{host}",
+                "component_key": "worker",
+                "allocation_id": allocation["id"],
+                "status": "pending" if operation == "add_worker" else "ready",
+            }
+        )
+    return str(allocation["id"])
 
 
 def task_request(

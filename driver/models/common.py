@@ -50,6 +50,10 @@ SshHostKey = Annotated[
         max_length=4096,
     ),
 ]
+# The most allocations one operation may join at once (operation.targets): a scale-out of a
+# rack's worth of GPU nodes; the bound keeps one run's fork count and inventory size known.
+MAX_TARGETS = 256
+
 PosixName = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]*$", max_length=32)]
 
 

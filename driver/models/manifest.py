@@ -12,6 +12,7 @@ from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
 from driver.models.common import (
+    MAX_TARGETS,
     AbsolutePath,
     AppVersion,
     ComponentKey,
@@ -83,6 +84,11 @@ class Operation(StrictModel):
     playbook: RelativeFile
     target: OperationTarget = OperationTarget.NONE
     target_component_key: ComponentKey | SkipJsonSchema[None] = None
+    max_targets: Annotated[int, Field(ge=1, le=MAX_TARGETS)] = Field(
+        default=1,
+        description="How many allocations one request may name in operation.targets (a "
+        "new_allocation operation that joins several in one run); 1: operation.target only.",
+    )
     read_only: bool = False
     touches: Annotated[list[Touch], Field(min_length=1)] = Field(
         description="Hosts the operation runs on: component keys (their live members), "

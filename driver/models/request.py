@@ -14,6 +14,7 @@ from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
 from driver.models.common import (
+    MAX_TARGETS,
     AbsolutePath,
     AppVersion,
     ComponentKey,
@@ -80,9 +81,24 @@ class Operation(StrictModel):
     id: Identifier
     type: OperationType
     target: OperationTargetRef | SkipJsonSchema[None] = None
+    targets: (
+        Annotated[list[OperationTargetRef], Field(min_length=1, max_length=MAX_TARGETS)]
+        | SkipJsonSchema[None]
+    ) = Field(
+        default=None,
+        description="The allocations an operation whose manifest entry allows several "
+        "(max_targets) acts on in one run, instead of target: a scale-out joins them all.",
+    )
     options: dict[str, Any] = Field(
         default_factory=dict, description="Validated against the operation's options_schema."
     )
+
+    @property
+    def target_ids(self) -> list[UUID]:
+        """The allocations the operation acts on, however the request named them."""
+        if self.targets is not None:
+            return [t.allocation_id for t in self.targets]
+        return [self.target.allocation_id] if self.target is not None else []
 
 
 class Allocation(StrictModel):

@@ -472,8 +472,9 @@ def _deliberate_error(plan: RunPlan, error: ErrorInfo | None) -> OperationError 
 
 def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, Any]) -> None:
     """Members' and the instance's status after the run. A targeted operation (add, drain,
-    resume, remove) changes its target's status only; a failure of the target alone leaves
-    the rest of the cluster as it was (degraded, not failed)."""
+    resume, remove) changes its targets' statuses only; a failure of targets alone leaves the
+    rest of the cluster as it was (degraded, not failed), and where it acts on several, the
+    targets that did not fail got what it did (a join of k: those that joined are ready)."""
     request = plan.request
     if plan.adapter.previews(request) and not failed:
         # a preview changes nothing: members and the instance stay as they were
@@ -481,20 +482,22 @@ def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, An
         result.instance = {"id": str(request.instance.id), "status": "unchanged"}
         return
     after = plan.adapter.status_after.get(request.operation.type)
-    target = request.operation.target.allocation_id if request.operation.target else None
+    targets = set(request.operation.target_ids)
     touched = plan.inventory.allocation_hosts
+    target_hosts = {touched[t] for t in targets if t in touched}
     bad_hosts = {h for h, s in result.hosts.items() if s.failed or s.unreachable}
+    targets_alone = failed and bool(bad_hosts) and bad_hosts <= target_hosts
     deliberate = _deliberate_error(plan, result.error) if failed else None
     for member in request.members:
         status = member.status
         host = touched.get(member.allocation_id)
-        changes = member.allocation_id == target if target is not None else host is not None
+        changes = member.allocation_id in targets if targets else host is not None
         if deliberate is not None:
-            if member.allocation_id == target and deliberate.target_status is not None:
+            if member.allocation_id in targets and deliberate.target_status is not None:
                 status = deliberate.target_status
         elif failed and host is not None and host in bad_hosts:
             status = MemberStatus.FAILED
-        elif not failed and changes and after is not None:
+        elif (not failed or targets_alone) and changes and after is not None:
             status = after
         result.members.append(
             MemberResult(
@@ -504,10 +507,15 @@ def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, An
                 status=status,
             )
         )
-    target_host = touched.get(target) if target is not None else None
+    if targets_alone and result.error is not None and len(target_hosts) > 1:
+        done = sorted(target_hosts - bad_hosts)
+        result.error.message += (
+            f"; failed on {len(bad_hosts)} of {len(target_hosts)} targets "
+            f"({', '.join(sorted(bad_hosts))}), done on " + (", ".join(done) if done else "none")
+        )
     if deliberate is not None:
         status, health = deliberate.instance
-    elif failed and target_host is not None and bad_hosts == {target_host}:
+    elif targets_alone:
         status, health = InstanceStatus.RUNNING, Health.DEGRADED
     elif failed:
         status, health = InstanceStatus.FAILED, Health.FAILED

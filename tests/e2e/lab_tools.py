@@ -66,7 +66,11 @@ def run_request(path: Path, env: dict[str, str], venv: Path = VENV) -> tuple[int
 
 
 def lab_operation(
-    lab_name: str, env: dict[str, str], kind: str, target: str | None = None, **options
+    lab_name: str,
+    env: dict[str, str],
+    kind: str,
+    target: str | list[str] | None = None,
+    **options,
 ) -> tuple[int, dict]:
     """A member operation on a deployed lab through the driver; the lab then knows the
     members as the result left them, as the platform would."""

@@ -320,7 +320,9 @@ def wait_on(host: str, check: str, seconds: int = 60) -> None:
     on(host, f"for i in $(seq {seconds}); do {check} && exit 0; sleep 1; done; exit 1")
 
 
-def operation(deployed, kind: str, target: str | None = None, **options) -> tuple[int, dict]:
+def operation(
+    deployed, kind: str, target: str | list[str] | None = None, **options
+) -> tuple[int, dict]:
     """A member operation on the e2e cluster through the driver: (exit code, result)."""
     return lab_operation(SPEC.name, deployed["env"], kind, target, **options)
 
@@ -599,10 +601,11 @@ FAKE_SLURMD = {
 
 
 def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed, monkeypatch):
-    """Unreachable, then failing while prepared, then failing after it was recorded; then
-    repaired, the driver killed mid-join: the same request converges. Meanwhile e2e-w03's
-    container is dead (killed once e2e-w04 has its address: docker would give it the dead
-    one's): no add waits on a worker it does not touch."""
+    """Unreachable, then failing while prepared, then failing after it was recorded while
+    e2e-w05 joins in the same operation; then repaired, the driver killed mid-join: the same
+    two targets converge in one run. Meanwhile e2e-w03's container is dead (killed once e2e-w04
+    has its address: docker would give it the dead one's): no add waits on a worker it does
+    not touch."""
     lab.add_host(SPEC.name, "e2e-w04")
     kill_host(SPEC.name, "e2e-w03")
     config = _slurm_conf_sha()
@@ -623,19 +626,42 @@ def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed
     assert "e2e-w04" not in on("e2e-ctl", "sinfo -h -N -o %N").split()
 
     on("e2e-w04", plant.format(FAKE_SLURMD["no_daemon"]))
-    code, result = operation(deployed, "add_worker", "e2e-w04", wait_idle_timeout_s=10)
+    lab.add_host(SPEC.name, "e2e-w05")
+    both = ["e2e-w04", "e2e-w05"]
+    code, result = operation(deployed, "add_worker", both, wait_idle_timeout_s=10)
     assert code == 1
     assert result["error"]["host"] == "e2e-w04"
     assert "left DOWN" in result["error"]["message"]
+    assert result["error"]["message"].endswith(
+        "failed on 1 of 2 targets (e2e-w04), done on e2e-w05"
+    ), result["error"]
+    statuses = _member_statuses(result)
+    assert (statuses["e2e-worker-e2e-w04"], statuses["e2e-worker-e2e-w05"]) == ("failed", "ready")
+    assert (result["instance"]["status"], result["instance"]["health"]) == ("running", "degraded")
+    assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl", *both]
+    # one readiness job over the node that joined, not the one left DOWN
+    assert {r["node_list"] for r in result["adapter_detail"]["readiness"]["accounting_record"]} == {
+        "e2e-w05"
+    }
     state = on("e2e-ctl", "sinfo -h -N -n e2e-w04 -o '%T|%E'").strip()
     assert state.startswith("down") and "add_worker failed" in state, state
+    assert on("e2e-ctl", "sinfo -h -N -n e2e-w05 -o %T").strip() == "idle"
+    assert on("e2e-ctl", "ls /etc/prometheus/slurm-app-targets").split() == [
+        "e2e-ctl.yml",
+        "e2e-w01.yml",
+        "e2e-w02.yml",
+        "e2e-w03.yml",
+        "e2e-w05.yml",
+    ]
 
     on("e2e-w04", "rm /usr/sbin/slurmd")
     _killed_while_recording_the_node(deployed, "e2e-w04", monkeypatch)
-    code, result = operation(deployed, "add_worker", "e2e-w04", wait_idle_timeout_s=120)
+    code, result = operation(deployed, "add_worker", both, wait_idle_timeout_s=120)
     assert code == 0, result
-    assert on("e2e-ctl", "sinfo -h -N -n e2e-w04 -o %T").strip() == "idle"
-    assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl", "e2e-w04"]
+    assert on("e2e-ctl", "sinfo -h -N -n e2e-w04,e2e-w05 -o %T").split() == ["idle", "idle"]
+    assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl", *both]
+    statuses = _member_statuses(result)
+    assert (statuses["e2e-worker-e2e-w04"], statuses["e2e-worker-e2e-w05"]) == ("ready", "ready")
 
 
 def _killed_while_recording_the_node(deployed, host: str, monkeypatch) -> None:
@@ -724,11 +750,12 @@ def test_a_dead_worker_is_removed_only_when_forced_and_reported_not_cleaned(depl
     [left] = result["adapter_detail"]["not_cleaned"]
     assert left["host"] == "e2e-w03" and "destroyed" not in result["adapter_detail"]
     assert "connect" in left["reason"] or "timed out" in left["reason"], left
-    assert on("e2e-ctl", "sinfo -h -N -o %N").split() == ["e2e-w01", "e2e-w02"]
+    assert on("e2e-ctl", "sinfo -h -N -o %N").split() == ["e2e-w01", "e2e-w02", "e2e-w05"]
     assert on("e2e-ctl", "ls /etc/prometheus/slurm-app-targets").split() == [
         "e2e-ctl.yml",
         "e2e-w01.yml",
         "e2e-w02.yml",
+        "e2e-w05.yml",
     ]
     assert _prometheus_started() == prometheus_started
 
@@ -770,10 +797,10 @@ def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
     assert held["/var/lib/mysql"].startswith("accounting database")
     assert held["/home/labuser"].startswith("home directory")
     assert held["/var/lib/prometheus"] == "Prometheus's metrics history"
-    assert set(destroyed) == {"e2e-ctl", "e2e-w01"}
+    assert set(destroyed) == {"e2e-ctl", "e2e-w01", "e2e-w05"}
     [left] = result["adapter_detail"]["not_cleaned"]
     assert left["host"] == "e2e-w02" and left["reason"], left
-    for host in ("e2e-ctl", "e2e-w01"):
+    for host in ("e2e-ctl", "e2e-w01", "e2e-w05"):
         packages = on(host, "dpkg -l | grep -iE 'slurm|munge|mariadb|mysql|prometheus' || true")
         assert packages.strip() == "", (host, packages)
         left = on(host, f"ls -d {TEARDOWN_PATHS} 2>/dev/null || true")

@@ -64,6 +64,12 @@ def test_a_member_without_the_platform_mount_is_refused_before_anything_changes(
     assert _on("old-ctl", "sinfo -h -N -o %N").split() == ["old-w01"]
 
 
+def _slurmctld_starts() -> int:
+    """How many times slurmctld started, from its own log."""
+    log = "/var/log/slurm/slurmctld.log"
+    return int(_on("old-ctl", f"grep -c 'slurmctld version .* started' {log}"))
+
+
 def _slurmd_since() -> str:
     return _on("old-w01", "systemctl show -p ActiveEnterTimestamp slurmd").strip()
 
@@ -95,16 +101,31 @@ def test_add_remove_and_add_again_on_22_05(cluster):
     assert _on("old-ctl", "sinfo -h -N -o %N").split() == ["old-w01"]
     assert _slurmd_since() == since
 
-    code, result = lab_operation(SPEC.name, env, "add_worker", "old-w02")
+    # old-w02 joins again with old-w04 in one operation: one slurmctld restart for both
+    lab.add_host(SPEC.name, "old-w04")
+    starts = _slurmctld_starts()
+    code, result = lab_operation(SPEC.name, env, "add_worker", ["old-w02", "old-w04"])
     assert code == 0, result
+    assert _slurmctld_starts() == starts + 1
+    assert result["adapter_detail"]["hosts_touched"] == ["old-ctl", "old-w02", "old-w04"]
+    assert result["adapter_detail"]["readiness"]["nodes"] == 2
+    statuses = {m["member_id"]: m["status"] for m in result["members"]}
+    assert (statuses["old-worker-old-w02"], statuses["old-worker-old-w04"]) == ("ready", "ready")
+    assert _slurmd_since() == since
     assert _on("old-ctl", "sinfo -h -N -o '%N %T'").split() == [
         "old-w01",
         "idle",
         "old-w02",
         "idle",
+        "old-w04",
+        "idle",
     ]
     output = lab.test_job(SPEC.name)
-    assert sorted(line.split(": ", 1)[1] for line in output.splitlines()) == ["old-w01", "old-w02"]
+    assert sorted(line.split(": ", 1)[1] for line in output.splitlines()) == [
+        "old-w01",
+        "old-w02",
+        "old-w04",
+    ]
 
     assert _on("old-ctl", "sinfo -h -n old-w02 -o %G").strip() == "gpu:1"
     prolog = "Prolog=/usr/local/libexec/slurm-app/gpu-job-map\n"

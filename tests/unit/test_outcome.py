@@ -76,6 +76,50 @@ def test_a_failed_join_fails_the_new_member_and_degrades_the_instance():
     assert (result.instance["status"], result.instance["health"]) == ("running", "degraded")
 
 
+def test_a_join_of_several_makes_each_new_member_ready():
+    plan = _plan("add_workers")
+    assert plan.inventory.groups["slurm_workers"] == ["gpu-03", "gpu-04", "gpu-05"]
+    result = _outcome(plan)
+    assert {k: v for k, v in _statuses(result).items() if k.startswith("m-w")} == {
+        "m-w1": "ready",
+        "m-w2": "ready",
+        "m-w3": "ready",
+        "m-w4": "ready",
+        "m-w5": "ready",
+    }
+    assert (result.instance["status"], result.instance["health"]) == ("running", "healthy")
+
+
+def test_a_join_of_several_where_one_fails_reports_which_joined():
+    plan = _plan("add_workers")
+    error = ErrorInfo(code="host_failed", message="Start slurmd: boom", host="gpu-04")
+    result = _outcome(plan, failed_hosts={"gpu-04"}, error=error)
+    assert _statuses(result) == {
+        "m-ctl": "ready",
+        "m-w1": "ready",
+        "m-w2": "ready",
+        "m-w3": "ready",
+        "m-w4": "failed",
+        "m-w5": "ready",
+    }
+    assert (result.instance["status"], result.instance["health"]) == ("running", "degraded")
+    assert result.error is not None
+    assert result.error.message.endswith(
+        "; failed on 1 of 3 targets (gpu-04), done on gpu-03, gpu-05"
+    )
+
+
+def test_a_join_of_several_where_the_controller_fails_fails_them_all():
+    plan = _plan("add_workers")
+    error = ErrorInfo(code="host_failed", message="Apply: boom", host="slurm-ctl")
+    result = _outcome(plan, failed_hosts={"slurm-ctl"}, error=error)
+    statuses = _statuses(result)
+    assert statuses["m-ctl"] == "failed"
+    assert [statuses[m] for m in ("m-w3", "m-w4", "m-w5")] == ["pending"] * 3
+    assert result.instance["status"] == "failed"
+    assert result.error is not None and result.error.message == "Apply: boom"
+
+
 def test_a_stop_changes_every_touched_member():
     result = _outcome(_plan("stop"))
     assert set(_statuses(result).values()) == {"stopped"}

@@ -1,0 +1,100 @@
+"""add_worker joining k new allocations in one operation, timed in one run.
+
+On one lab (1 controller, 1 worker, monitoring on), each through a fresh `slurm-app-driver`
+process called by its full path with a minimal environment (as the platform calls it):
+
+- k=1: one new host joins (operation.target);
+- k=K (default 8): K new hosts join in one operation (operation.targets);
+
+so T(K)/T(1) and the hosts touched come from the same machine in the same run. Serial joins of
+K hosts would cost about K x T(1); the table shows that beside the measured bulk join.
+
+Usage: python -m bench.bulk_add [--distro trixie] [--k 8] [--keep] [--json FILE]
+The lab is named `bulk`; it is removed at the end unless --keep.
+"""
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bench.member_operations import DRIVER, PLATFORM_ENV, driver, result_of, slowest_tasks
+from driver.lab.lab import lab_dir
+
+LAB = "bulk"
+
+
+def join(hosts: list[str]) -> dict[str, Any]:
+    """Start the hosts, then join them in one add_worker; the operation's figures."""
+    for host in hosts:
+        driver("lab", "add-host", host, "--name", LAB)
+    targets = [argument for host in hosts for argument in ("--target", host)]
+    wall = driver("lab", "op", "add_worker", "--name", LAB, "--format", "json", *targets)
+    result = result_of(LAB, "add_worker")
+    statuses = {m["member_id"]: m["status"] for m in result["members"]}
+    joined = [h for h in hosts if statuses.get(f"{LAB}-worker-{h}") == "ready"]
+    if result["status"] != "succeeded" or joined != hosts:
+        raise SystemExit(f"the join of {hosts} did not succeed: {result.get('error')}")
+    tasks, slowest = slowest_tasks(lab_dir(LAB) / "add_worker-events.jsonl")
+    return {
+        "k": len(hosts),
+        "wall_s": round(wall, 1),
+        "duration_s": result["duration_s"],
+        "changed": result["changed"],
+        "hosts_touched": len(result["adapter_detail"]["hosts_touched"]),
+        "readiness_nodes": result["adapter_detail"]["readiness"]["nodes"],
+        "tasks": tasks,
+        "slowest": slowest,
+    }
+
+
+def table(rows: list[dict[str, Any]], one: float) -> str:
+    lines = [
+        "| k | wall s | operation s | k x T(1) s | changes | hosts touched | readiness job "
+        "nodes | tasks | slowest tasks (s) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        slowest = "; ".join(f"{name} {seconds:.1f}" for name, seconds in row["slowest"][:4])
+        lines.append(
+            f"| {row['k']} | {row['wall_s']} | {row['duration_s']} | {row['k'] * one:.1f} "
+            f"| {row['changed']} | {row['hosts_touched']} | {row['readiness_nodes']} "
+            f"| {row['tasks']} | {slowest} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--distro", default="trixie")
+    parser.add_argument("--k", type=int, default=8, help="hosts joined in the bulk operation")
+    parser.add_argument("--keep", action="store_true", help="leave the lab running")
+    parser.add_argument("--json", help="also write the measurements here")
+    args = parser.parse_args()
+    rows: list[dict[str, Any]] = []
+    try:
+        driver("lab", "up", "--name", LAB, "--workers", "1", "--distro", args.distro)
+        rows.append(join([f"{LAB}-w02"]))
+        rows.append(join([f"{LAB}-w{index:02d}" for index in range(3, 3 + args.k)]))
+    finally:
+        if not args.keep:
+            subprocess.run(
+                [str(DRIVER), "lab", "down", "--name", LAB],
+                env=PLATFORM_ENV,
+                capture_output=True,
+                check=False,
+            )
+    one, bulk = rows[0]["duration_s"], rows[-1]["duration_s"]
+    print(table(rows, one))
+    print(
+        f"\nadd_worker, k={args.k} in one operation / k=1: {bulk / one:.2f} "
+        f"(hosts touched {rows[-1]['hosts_touched']} and {rows[0]['hosts_touched']}); "
+        f"{args.k} serial joins would take about {args.k * one:.0f} s"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
