@@ -279,7 +279,9 @@ def cmd_lab(args: argparse.Namespace) -> int:
             return cmd_task(argparse.Namespace(request=str(request)))
         if args.lab_command == "op":
             options = dict(_option(text) for text in args.option)
-            request = lab.operation_request(args.name, args.operation, args.target, options)
+            request = lab.operation_request(
+                args.name, args.operation, args.target, options, args.replacement
+            )
             console.print(f"request: {request}", highlight=False, markup=False, soft_wrap=True)
             loaded = _load_checked(str(request), "human", files=True)
             if isinstance(loaded, int):
@@ -484,6 +486,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="the lab host the operation acts on (e.g. lab-w01); add_worker takes it several "
         "times to join several hosts in one run",
+    )
+    lab_op.add_argument(
+        "--replacement",
+        help="replace_worker: the lab host (started with add-host) that takes the target's place",
     )
     lab_op.add_argument(
         "--option",

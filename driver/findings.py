@@ -59,8 +59,10 @@ HINTS: dict[str, str] = {
     "name target_component_key",
     "max-targets-invalid": "max_targets above 1 is for new_allocation operations (a join of "
     "several allocations in one run)",
-    "touches-invalid": "touches names component keys, 'placement', or 'target' (operations "
-    "with a target only)",
+    "replacement-invalid": "replacement: true is for operations whose target is a member (the "
+    "new allocation takes that member's place)",
+    "touches-invalid": "touches names component keys, 'placement', 'target' (operations "
+    "with a target only) or 'replacement' (operations with replacement: true only)",
     "ui-incomplete": "give the UI an endpoint with auth, or at least one tab",
     "unknown-app": "the catalog has no manifest with this slug",
     "unknown-version": "the manifest has no such version",

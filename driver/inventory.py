@@ -150,6 +150,10 @@ def build_inventory(
             if spec.target_component_key:
                 for target in request.operation.target_ids:
                     touch(target, spec.target_component_key)
+        elif touched == "replacement":
+            replacement = request.operation.replacement
+            if replacement is not None and spec.target_component_key:
+                touch(replacement.allocation_id, spec.target_component_key)
         else:
             for member in _live_members(request):
                 if member.component_key == touched:

@@ -366,8 +366,24 @@ def _check_version(
                     "operations take several",
                 )
             )
+        if op.replacement and op.target != "member":
+            findings.append(
+                doc.finding(
+                    "replacement-invalid",
+                    (*op_base, "replacement"),
+                    f"target {op.target.value!r}: only an operation on a member can replace it",
+                )
+            )
         for t_index, touch in enumerate(op.touches):
-            if touch == "target" and op.target == "none":
+            if touch == "replacement" and not op.replacement:
+                findings.append(
+                    doc.finding(
+                        "touches-invalid",
+                        (*op_base, "touches", t_index),
+                        "'replacement' needs an operation with replacement: true",
+                    )
+                )
+            elif touch == "target" and op.target == "none":
                 findings.append(
                     doc.finding(
                         "touches-invalid",

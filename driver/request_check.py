@@ -367,6 +367,7 @@ class _Rules:
         operation = self.request.operation
         spec = self.version.operation(operation.type)
         assert spec is not None  # checked by the schema layer
+        self._replacement(spec)
         if operation.target is not None and operation.targets is not None:
             self.add(
                 "target-unexpected",
@@ -412,6 +413,33 @@ class _Rules:
                 continue
             seen.add(allocation_id)
             self._one_target(spec, path, allocation_id)
+
+    def _replacement(self, spec: OperationSpec) -> None:
+        """The new allocation that takes a target member's place: named where the operation
+        takes one, not already backing another component, never the target itself."""
+        operation = self.request.operation
+        if not spec.replacement:
+            if operation.replacement is not None:
+                self.add(
+                    "target-unexpected",
+                    ("operation", "replacement"),
+                    f"{operation.type} takes no replacement",
+                )
+            return
+        if operation.replacement is None:
+            self.add(
+                "target-missing",
+                ("operation", "replacement"),
+                f"{operation.type} needs the new allocation that takes the target's place",
+            )
+            return
+        path: LinePath = ("operation", "replacement", "allocation_id")
+        allocation_id = operation.replacement.allocation_id
+        if allocation_id in operation.target_ids:
+            self.add("target-invalid", path, "the replacement is the target itself")
+            return
+        joining = spec.model_copy(update={"target": OperationTarget.NEW_ALLOCATION})
+        self._one_target(joining, path, allocation_id)
 
     def _one_target(self, spec: OperationSpec, path: LinePath, allocation_id: UUID) -> None:
         if allocation_id not in self.allocation_ids:

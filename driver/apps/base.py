@@ -40,6 +40,9 @@ class OperationError:
     meaning: str
     target_status: MemberStatus | None
     instance: tuple[InstanceStatus, Health]
+    # whether a replacement has joined when the playbook reports it (replace_worker joins the
+    # new worker before the old one leaves)
+    after_a_join: bool = False
 
 
 class AppAdapter:
@@ -56,10 +59,13 @@ class AppAdapter:
         "restart": MemberStatus.READY,
         "drain_worker": MemberStatus.DRAINED,
         "remove_worker": MemberStatus.REMOVED,
+        "replace_worker": MemberStatus.REMOVED,
         "stop": MemberStatus.STOPPED,
         "decommission": MemberStatus.REMOVED,
         "status": None,
     }
+    # A replacement's status once it joined (replace_worker's new allocation).
+    replacement_status_after: ClassVar[MemberStatus] = MemberStatus.READY
     instance_after: ClassVar[dict[str, tuple[InstanceStatus, Health]]] = {
         "stop": (InstanceStatus.STOPPED, Health.UNKNOWN),
         "decommission": (InstanceStatus.DELETED, Health.UNKNOWN),

@@ -46,9 +46,16 @@ OPTION_VARS = {
 PENDING_OPTIONS: dict[str, str] = {}
 # The operations whose playbooks include the monitoring role (drain, resume and the lifecycle
 # leave the monitoring stack alone).
-MONITORING_OPERATIONS = {"deploy", "add_worker", "remove_worker", "status", "decommission"}
+MONITORING_OPERATIONS = {
+    "deploy",
+    "add_worker",
+    "remove_worker",
+    "replace_worker",
+    "status",
+    "decommission",
+}
 # The operations that prepare workers (slurm_worker's main): where the runtimes are installed.
-JOINING_OPERATIONS = {"deploy", "add_worker"}
+JOINING_OPERATIONS = {"deploy", "add_worker", "replace_worker"}
 # Node states that mean a node cannot run jobs although nobody asked for it (a drain is asked).
 UNHEALTHY_NODE_STATES = {"down", "fail", "failing", "unknown", "future"}
 UNHEALTHY_NODE_FLAGS = {"not_responding", "fail", "invalid_reg"}
@@ -92,11 +99,13 @@ class SlurmReference(AppAdapter):
             "no job was touched",
             MemberStatus.DRAINING,
             (InstanceStatus.RUNNING, Health.UNKNOWN),
+            after_a_join=True,
         ),
         "node_busy": OperationError(
             "jobs run on the node and force is false; nothing was changed",
             None,
             (InstanceStatus.RUNNING, Health.UNKNOWN),
+            after_a_join=True,
         ),
         "account_exists": ACCOUNT_EXISTS,
         "storage_not_shared": STORAGE_NOT_SHARED,
@@ -172,6 +181,13 @@ class SlurmReference(AppAdapter):
             allocation = request.allocation(request.operation.target.allocation_id)
             if allocation is not None:  # validation guarantees it
                 inventory.group_vars["slurm_controller_target_node"] = allocation.hostname
+        # replace_worker: both workers are in slurm_workers; its plays tell them apart
+        if request.operation.replacement is not None and request.operation.target is not None:
+            hosts = inventory.allocation_hosts
+            inventory.groups["slurm_app_replaced"] = [hosts[request.operation.target.allocation_id]]
+            inventory.groups["slurm_app_replacement"] = [
+                hosts[request.operation.replacement.allocation_id]
+            ]
 
     def observed_state(
         self, request: OperationRequest, reported: dict[str, Any]

@@ -263,10 +263,12 @@ def operation_request(
     operation: str,
     target: str | list[str] | None = None,
     options: dict[str, Any] | None = None,
+    replacement: str | None = None,
 ) -> Path:
     """A member operation on a deployed lab, as the platform would send it after the deploy
     succeeded (every member ready); `target` is a lab host name, or several (operation.targets:
-    a join of several new hosts in one run). Returns the request file."""
+    a join of several new hosts in one run); `replacement` the new host that takes the
+    target's place (replace_worker). Returns the request file."""
     folder = lab_dir(name)
     request = _cluster_as_it_stands(name)
     known = {a["id"] for a in request["allocations"]}
@@ -276,11 +278,18 @@ def operation_request(
     request["correlation_id"] = f"lab-{uuid.uuid4()}"
     request["operation"] = {"id": f"lab-{operation}-{uuid.uuid4()}", "type": operation}
     hosts = [target] if isinstance(target, str) else list(target or [])
-    refs = [{"allocation_id": _target_allocation(name, request, operation, host)} for host in hosts]
+    refs = [
+        {"allocation_id": _target_allocation(name, request, host, operation == "add_worker")}
+        for host in hosts
+    ]
     if len(refs) == 1:
         request["operation"]["target"] = refs[0]
     elif refs:
         request["operation"]["targets"] = refs
+    if replacement is not None:
+        request["operation"]["replacement"] = {
+            "allocation_id": _target_allocation(name, request, replacement, joining=True)
+        }
     if options:
         request["operation"]["options"] = options
     path = folder / f"{operation}.json"
@@ -288,9 +297,9 @@ def operation_request(
     return path
 
 
-def _target_allocation(name: str, request: dict[str, Any], operation: str, host: str) -> str:
+def _target_allocation(name: str, request: dict[str, Any], host: str, joining: bool) -> str:
     """The allocation of the lab host an operation targets; a host added after the deploy
-    enters the request's members as a worker (pending until add_worker joined it)."""
+    enters the request's members as a worker (pending where the operation joins it)."""
     allocation = next((a for a in request["allocations"] if a["hostname"] == host), None)
     if allocation is None:
         hosts = ", ".join(a["hostname"] for a in request["allocations"])
@@ -301,7 +310,7 @@ def _target_allocation(name: str, request: dict[str, Any], operation: str, host:
                 "member_id": f"{name}-worker-{host}",
                 "component_key": "worker",
                 "allocation_id": allocation["id"],
-                "status": "pending" if operation == "add_worker" else "ready",
+                "status": "pending" if joining else "ready",
             }
         )
     return str(allocation["id"])

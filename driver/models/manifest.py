@@ -41,7 +41,7 @@ class RuntimeBackend(StrEnum):
 
 InventoryGroup = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]
 # What an operation's `touches` may name besides component keys.
-TOUCH_KEYWORDS = ("placement", "target")
+TOUCH_KEYWORDS = ("placement", "target", "replacement")
 Touch = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=32)]
 
 
@@ -88,6 +88,11 @@ class Operation(StrictModel):
         default=1,
         description="How many allocations one request may name in operation.targets (a "
         "new_allocation operation that joins several in one run); 1: operation.target only.",
+    )
+    replacement: bool = Field(
+        default=False,
+        description="The operation also takes operation.replacement: a new allocation that "
+        "takes the target member's place (target: member).",
     )
     read_only: bool = False
     touches: Annotated[list[Touch], Field(min_length=1)] = Field(

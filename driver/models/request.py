@@ -89,6 +89,11 @@ class Operation(StrictModel):
         description="The allocations an operation whose manifest entry allows several "
         "(max_targets) acts on in one run, instead of target: a scale-out joins them all.",
     )
+    replacement: OperationTargetRef | SkipJsonSchema[None] = Field(
+        default=None,
+        description="The new allocation that takes the target member's place, for an "
+        "operation whose manifest entry has replacement: true (replace_worker).",
+    )
     options: dict[str, Any] = Field(
         default_factory=dict, description="Validated against the operation's options_schema."
     )

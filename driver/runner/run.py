@@ -474,7 +474,8 @@ def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, An
     """Members' and the instance's status after the run. A targeted operation (add, drain,
     resume, remove) changes its targets' statuses only; a failure of targets alone leaves the
     rest of the cluster as it was (degraded, not failed), and where it acts on several, the
-    targets that did not fail got what it did (a join of k: those that joined are ready)."""
+    targets that did not fail got what it did (a join of k: those that joined are ready). A
+    replacement joins before its target leaves: it is ready once the run got past the join."""
     request = plan.request
     if plan.adapter.previews(request) and not failed:
         # a preview changes nothing: members and the instance stay as they were
@@ -485,19 +486,27 @@ def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, An
     targets = set(request.operation.target_ids)
     touched = plan.inventory.allocation_hosts
     target_hosts = {touched[t] for t in targets if t in touched}
+    replacement = request.operation.replacement
+    replacement_id = replacement.allocation_id if replacement is not None else None
+    replacement_host = touched.get(replacement_id) if replacement_id is not None else None
     bad_hosts = {h for h, s in result.hosts.items() if s.failed or s.unreachable}
-    targets_alone = failed and bool(bad_hosts) and bad_hosts <= target_hosts
+    joining = {replacement_host} if replacement_host is not None else set()
+    targets_alone = failed and bool(bad_hosts) and bad_hosts <= target_hosts | joining
+    # where several targets were acted on, those that did not fail got what the run did
+    partly_done = targets_alone and len(target_hosts) > 1
     deliberate = _deliberate_error(plan, result.error) if failed else None
     for member in request.members:
         status = member.status
         host = touched.get(member.allocation_id)
         changes = member.allocation_id in targets if targets else host is not None
-        if deliberate is not None:
+        if member.allocation_id == replacement_id:
+            status = _replacement_status(plan, member.status, failed, bad_hosts, deliberate)
+        elif deliberate is not None:
             if member.allocation_id in targets and deliberate.target_status is not None:
                 status = deliberate.target_status
         elif failed and host is not None and host in bad_hosts:
             status = MemberStatus.FAILED
-        elif (not failed or targets_alone) and changes and after is not None:
+        elif (not failed or partly_done) and changes and after is not None:
             status = after
         result.members.append(
             MemberResult(
@@ -507,7 +516,7 @@ def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, An
                 status=status,
             )
         )
-    if targets_alone and result.error is not None and len(target_hosts) > 1:
+    if partly_done and result.error is not None:
         done = sorted(target_hosts - bad_hosts)
         result.error.message += (
             f"; failed on {len(bad_hosts)} of {len(target_hosts)} targets "
@@ -530,6 +539,30 @@ def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, An
         "status": status.value,
         "health": health.value,
     }
+
+
+def _replacement_status(
+    plan: RunPlan,
+    sent: MemberStatus,
+    failed: bool,
+    bad_hosts: set[str],
+    deliberate: OperationError | None,
+) -> MemberStatus:
+    """The replacement joins first: failed where its host failed, joined where the run got past
+    the join (it succeeded, or failed later: the target's leave refused or its host failed),
+    else as sent."""
+    touched = plan.inventory.allocation_hosts
+    operation = plan.request.operation
+    assert operation.replacement is not None
+    if touched.get(operation.replacement.allocation_id) in bad_hosts:
+        return MemberStatus.FAILED
+    joined = plan.adapter.replacement_status_after
+    if not failed:
+        return joined
+    if deliberate is not None:
+        return joined if deliberate.after_a_join else sent
+    target_hosts = {touched.get(t) for t in operation.target_ids}
+    return joined if bad_hosts & target_hosts else sent
 
 
 def _adapter_detail(plan: "RunPlan", reported: dict[str, Any], failed: bool) -> dict[str, Any]:

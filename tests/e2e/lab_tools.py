@@ -70,11 +70,13 @@ def lab_operation(
     env: dict[str, str],
     kind: str,
     target: str | list[str] | None = None,
+    *,
+    replacement: str | None = None,
     **options,
 ) -> tuple[int, dict]:
     """A member operation on a deployed lab through the driver; the lab then knows the
     members as the result left them, as the platform would."""
-    request = lab.operation_request(lab_name, kind, target, options)
+    request = lab.operation_request(lab_name, kind, target, options, replacement)
     code, result = run_request(request, env)
     result_file = request.with_name(f"{kind}-result.json")
     result_file.write_text(json.dumps(result))

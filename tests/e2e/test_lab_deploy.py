@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -321,10 +322,17 @@ def wait_on(host: str, check: str, seconds: int = 60) -> None:
 
 
 def operation(
-    deployed, kind: str, target: str | list[str] | None = None, **options
+    deployed,
+    kind: str,
+    target: str | list[str] | None = None,
+    *,
+    replacement: str | None = None,
+    **options,
 ) -> tuple[int, dict]:
     """A member operation on the e2e cluster through the driver: (exit code, result)."""
-    return lab_operation(SPEC.name, deployed["env"], kind, target, **options)
+    return lab_operation(
+        SPEC.name, deployed["env"], kind, target, replacement=replacement, **options
+    )
 
 
 def _member_statuses(result: dict) -> dict[str, str]:
@@ -700,6 +708,48 @@ def _killed_while_recording_the_node(deployed, host: str, monkeypatch) -> None:
             pass  # free
 
 
+def test_replace_joins_the_new_worker_then_waits_for_the_old_ones_job_and_removes_it(deployed):
+    """e2e-w06 takes e2e-w05's place while a job runs there: the new node takes jobs while the
+    old one drains (the capacity never drops), the job is waited for and completes, then the
+    old worker is cleaned and dropped, in one operation."""
+    lab.add_host(SPEC.name, "e2e-w06")
+    release = "/tmp/release-replace-job"
+    waits = f"'while [ ! -e {release} ]; do sleep 1; done'"
+    job = submit("-w", "e2e-w05", "-t", "15", "--wrap", waits)
+    wait_on("e2e-ctl", f"squeue -h -j {job} -t R | grep -q .")
+    prometheus_started = _prometheus_started()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        replacing = pool.submit(
+            operation,
+            deployed,
+            "replace_worker",
+            "e2e-w05",
+            replacement="e2e-w06",
+            drain_timeout_s=900,
+        )
+        wait_on("e2e-ctl", "sinfo -h -N -n e2e-w05 -o %T | grep -qx draining", seconds=600)
+        # the old node drains only once its replacement takes jobs
+        assert on("e2e-ctl", "sinfo -h -N -n e2e-w06 -o %T").strip() == "idle"
+        assert on("e2e-ctl", f"squeue -h -j {job} -o %T").strip() == "RUNNING"
+        reason = on("e2e-ctl", "sinfo -h -N -n e2e-w05 -o %E").strip()
+        assert reason == "replaced by e2e-w06 (replace_worker)", reason
+        assert not replacing.done()
+        on("e2e-w05", f"touch {release}")
+        code, result = replacing.result(timeout=900)
+    assert code == 0, result
+    assert on("e2e-ctl", f"sacct -n -X -j {job} -o State").split()[0] == "COMPLETED"
+    statuses = _member_statuses(result)
+    assert (statuses["e2e-worker-e2e-w05"], statuses["e2e-worker-e2e-w06"]) == ("removed", "ready")
+    assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl", "e2e-w05", "e2e-w06"]
+    assert {e["path"] for e in result["adapter_detail"]["destroyed"]["e2e-w05"]} >= {"/etc/munge"}
+    nodes = on("e2e-ctl", "sinfo -h -N -o %N").split()
+    assert "e2e-w06" in nodes and "e2e-w05" not in nodes, nodes
+    targets = on("e2e-ctl", "ls /etc/prometheus/slurm-app-targets").split()
+    assert "e2e-w06.yml" in targets and "e2e-w05.yml" not in targets, targets
+    assert _prometheus_started() == prometheus_started
+    assert on("e2e-w05", "dpkg -l | grep -E 'slurm|munge' || true").strip() == ""
+
+
 def test_remove_worker_refuses_a_busy_node_unless_forced_and_cleans_the_host(deployed):
     job = submit("-w", "e2e-w04", "--wrap", "'sleep 300'")
     wait_on("e2e-ctl", f"squeue -h -j {job} -t R | grep -q .")
@@ -750,12 +800,12 @@ def test_a_dead_worker_is_removed_only_when_forced_and_reported_not_cleaned(depl
     [left] = result["adapter_detail"]["not_cleaned"]
     assert left["host"] == "e2e-w03" and "destroyed" not in result["adapter_detail"]
     assert "connect" in left["reason"] or "timed out" in left["reason"], left
-    assert on("e2e-ctl", "sinfo -h -N -o %N").split() == ["e2e-w01", "e2e-w02", "e2e-w05"]
+    assert on("e2e-ctl", "sinfo -h -N -o %N").split() == ["e2e-w01", "e2e-w02", "e2e-w06"]
     assert on("e2e-ctl", "ls /etc/prometheus/slurm-app-targets").split() == [
         "e2e-ctl.yml",
         "e2e-w01.yml",
         "e2e-w02.yml",
-        "e2e-w05.yml",
+        "e2e-w06.yml",
     ]
     assert _prometheus_started() == prometheus_started
 
@@ -797,10 +847,10 @@ def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
     assert held["/var/lib/mysql"].startswith("accounting database")
     assert held["/home/labuser"].startswith("home directory")
     assert held["/var/lib/prometheus"] == "Prometheus's metrics history"
-    assert set(destroyed) == {"e2e-ctl", "e2e-w01", "e2e-w05"}
+    assert set(destroyed) == {"e2e-ctl", "e2e-w01", "e2e-w06"}
     [left] = result["adapter_detail"]["not_cleaned"]
     assert left["host"] == "e2e-w02" and left["reason"], left
-    for host in ("e2e-ctl", "e2e-w01", "e2e-w05"):
+    for host in ("e2e-ctl", "e2e-w01", "e2e-w06"):
         packages = on(host, "dpkg -l | grep -iE 'slurm|munge|mariadb|mysql|prometheus' || true")
         assert packages.strip() == "", (host, packages)
         left = on(host, f"ls -d {TEARDOWN_PATHS} 2>/dev/null || true")

@@ -56,6 +56,7 @@ def test_deploy_same_node_makes_the_controller_a_worker():
     [
         ("add_worker", ["slurm-ctl", "gpu-03"]),
         ("add_workers", ["slurm-ctl", "gpu-03", "gpu-04", "gpu-05"]),
+        ("replace_worker", ["slurm-ctl", "gpu-02", "gpu-03"]),
         ("drain_worker", ["slurm-ctl"]),
         ("resume_worker", ["slurm-ctl"]),
         ("remove_worker", ["slurm-ctl", "gpu-02"]),

@@ -120,6 +120,81 @@ def test_a_join_of_several_where_the_controller_fails_fails_them_all():
     assert result.error is not None and result.error.message == "Apply: boom"
 
 
+def test_a_replacement_takes_the_targets_place():
+    plan = _plan("replace_worker")
+    assert plan.inventory.groups["slurm_app_replaced"] == ["gpu-02"]
+    assert plan.inventory.groups["slurm_app_replacement"] == ["gpu-03"]
+    result = _outcome(plan)
+    assert _statuses(result) == {
+        "m-ctl": "ready",
+        "m-w1": "ready",
+        "m-w2": "removed",
+        "m-w3": "ready",
+    }
+    assert (result.instance["status"], result.instance["health"]) == ("running", "healthy")
+
+
+def test_a_replacement_that_fails_to_join_leaves_the_target_in_service():
+    plan = _plan("replace_worker")
+    error = ErrorInfo(code="host_failed", message="Detect the node's hardware: boom", host="gpu-03")
+    result = _outcome(plan, failed_hosts={"gpu-03"}, error=error)
+    assert _statuses(result) == {
+        "m-ctl": "ready",
+        "m-w1": "ready",
+        "m-w2": "ready",
+        "m-w3": "failed",
+    }
+    assert (result.instance["status"], result.instance["health"]) == ("running", "degraded")
+
+
+def test_a_replacement_whose_target_drains_too_long_is_in_service_beside_it():
+    plan = _plan("replace_worker")
+    error = ErrorInfo(
+        code="host_failed",
+        message="Report a drain that ran out of time: [drain_timeout] node gpu-02 still runs "
+        "job(s) 7 after 1800 s",
+        host="slurm-ctl",
+    )
+    result = _outcome(plan, failed_hosts={"slurm-ctl"}, error=error)
+    assert result.error is not None and result.error.code == "drain_timeout"
+    assert _statuses(result) == {
+        "m-ctl": "ready",
+        "m-w1": "ready",
+        "m-w2": "draining",
+        "m-w3": "ready",
+    }
+
+
+def test_a_replacement_refused_before_the_join_changes_no_member():
+    plan = _plan("replace_worker")
+    error = ErrorInfo(
+        code="host_failed",
+        message="Refuse: [config_refused] gpu-02 runs on the controller's own host",
+        host="slurm-ctl",
+    )
+    result = _outcome(plan, failed_hosts={"slurm-ctl"}, error=error)
+    assert result.error is not None and result.error.code == "config_refused"
+    assert _statuses(result) == {
+        "m-ctl": "ready",
+        "m-w1": "ready",
+        "m-w2": "ready",
+        "m-w3": "pending",
+    }
+
+
+def test_a_replaced_worker_that_fails_to_leave_is_failed_and_its_replacement_ready():
+    plan = _plan("replace_worker")
+    error = ErrorInfo(code="host_failed", message="Clean the host: boom", host="gpu-02")
+    result = _outcome(plan, failed_hosts={"gpu-02"}, error=error)
+    assert _statuses(result) == {
+        "m-ctl": "ready",
+        "m-w1": "ready",
+        "m-w2": "failed",
+        "m-w3": "ready",
+    }
+    assert (result.instance["status"], result.instance["health"]) == ("running", "degraded")
+
+
 def test_a_stop_changes_every_touched_member():
     result = _outcome(_plan("stop"))
     assert set(_statuses(result).values()) == {"stopped"}
