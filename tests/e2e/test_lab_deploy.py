@@ -611,10 +611,11 @@ FAKE_SLURMD = {
 def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed, monkeypatch):
     """Unreachable, then failing while prepared, then failing after it was recorded while
     e2e-w05 joins in the same operation; then repaired, the driver killed mid-join: the same
-    two targets converge in one run. Meanwhile e2e-w03's container is dead (killed once e2e-w04
-    has its address: docker would give it the dead one's): no add waits on a worker it does
-    not touch."""
-    lab.add_host(SPEC.name, "e2e-w04")
+    two targets converge in one run. Meanwhile e2e-w03's container is dead (killed once the
+    hosts this module adds later have their addresses: docker would give a later host the dead
+    one's, which the request would carry twice): no add waits on a worker it does not touch."""
+    for host in ("e2e-w04", "e2e-w05", "e2e-w06"):  # e2e-w06: the replace test's new worker
+        lab.add_host(SPEC.name, host)
     kill_host(SPEC.name, "e2e-w03")
     config = _slurm_conf_sha()
     on("e2e-w04", "systemctl stop ssh")
@@ -634,7 +635,6 @@ def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed
     assert "e2e-w04" not in on("e2e-ctl", "sinfo -h -N -o %N").split()
 
     on("e2e-w04", plant.format(FAKE_SLURMD["no_daemon"]))
-    lab.add_host(SPEC.name, "e2e-w05")
     both = ["e2e-w04", "e2e-w05"]
     code, result = operation(deployed, "add_worker", both, wait_idle_timeout_s=10)
     assert code == 1
@@ -712,7 +712,6 @@ def test_replace_joins_the_new_worker_then_waits_for_the_old_ones_job_and_remove
     """e2e-w06 takes e2e-w05's place while a job runs there: the new node takes jobs while the
     old one drains (the capacity never drops), the job is waited for and completes, then the
     old worker is cleaned and dropped, in one operation."""
-    lab.add_host(SPEC.name, "e2e-w06")
     release = "/tmp/release-replace-job"
     waits = f"'while [ ! -e {release} ]; do sleep 1; done'"
     job = submit("-w", "e2e-w05", "-t", "15", "--wrap", waits)
