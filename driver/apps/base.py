@@ -40,9 +40,6 @@ class OperationError:
     meaning: str
     target_status: MemberStatus | None
     instance: tuple[InstanceStatus, Health]
-    # whether a replacement has joined when the playbook reports it (replace_worker joins the
-    # new worker before the old one leaves)
-    after_a_join: bool = False
 
 
 class AppAdapter:
@@ -92,6 +89,13 @@ class AppAdapter:
         self, request: OperationRequest, version: Version, inventory: Inventory
     ) -> None:
         """Role variables (and hosts a topology adds) for the operation's inventory."""
+
+    def hosts_done(self, request: OperationRequest, reported: dict[str, Any]) -> set[str] | None:
+        """The hosts the run finished its work on, where the app can tell from what its
+        playbook reported: a target (of several) or a replacement that did not fail is only
+        counted done when it is in this set. None: the app cannot tell, so a run that failed
+        counts no replacement done and every target that did not fail done."""
+        return None
 
     def previews(self, request: OperationRequest) -> bool:
         """Whether the request only previews its operation: the run must change nothing, and

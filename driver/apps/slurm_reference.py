@@ -99,13 +99,11 @@ class SlurmReference(AppAdapter):
             "no job was touched",
             MemberStatus.DRAINING,
             (InstanceStatus.RUNNING, Health.UNKNOWN),
-            after_a_join=True,
         ),
         "node_busy": OperationError(
             "jobs run on the node and force is false; nothing was changed",
             None,
             (InstanceStatus.RUNNING, Health.UNKNOWN),
-            after_a_join=True,
         ),
         "account_exists": ACCOUNT_EXISTS,
         "storage_not_shared": STORAGE_NOT_SHARED,
@@ -197,6 +195,13 @@ class SlurmReference(AppAdapter):
         # a deploy whose monitoring stack failed still made a cluster that runs jobs
         if reported.get("slurm_app_monitoring_failed"):
             return observed("degraded")
+        return None
+
+    def hosts_done(self, request: OperationRequest, reported: dict[str, Any]) -> set[str] | None:
+        # a worker reports its daemons only once it joined (add_worker, replace_worker's
+        # replacement): one that failed before, or was never reached, is not in the report
+        if request.operation.type in JOINING_OPERATIONS - {"deploy"}:
+            return set(reported.get("slurm_app_workers") or {})
         return None
 
     def previews(self, request: OperationRequest) -> bool:

@@ -492,21 +492,25 @@ def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, An
     bad_hosts = {h for h, s in result.hosts.items() if s.failed or s.unreachable}
     joining = {replacement_host} if replacement_host is not None else set()
     targets_alone = failed and bool(bad_hosts) and bad_hosts <= target_hosts | joining
-    # where several targets were acted on, those that did not fail got what the run did
+    # where several targets were acted on, those the run finished with got what it did
     partly_done = targets_alone and len(target_hosts) > 1
+    reported_done = plan.adapter.hosts_done(request, reported)
+    done = {h for h in target_hosts if reported_done is None or h in reported_done}
+    done |= joining & (reported_done or set())
+    done -= bad_hosts
     deliberate = _deliberate_error(plan, result.error) if failed else None
     for member in request.members:
         status = member.status
         host = touched.get(member.allocation_id)
         changes = member.allocation_id in targets if targets else host is not None
         if member.allocation_id == replacement_id:
-            status = _replacement_status(plan, member.status, failed, bad_hosts, deliberate)
+            status = _replacement_status(plan, member.status, failed, bad_hosts, done)
         elif deliberate is not None:
             if member.allocation_id in targets and deliberate.target_status is not None:
                 status = deliberate.target_status
         elif failed and host is not None and host in bad_hosts:
             status = MemberStatus.FAILED
-        elif (not failed or partly_done) and changes and after is not None:
+        elif (not failed or (partly_done and host in done)) and changes and after is not None:
             status = after
         result.members.append(
             MemberResult(
@@ -517,10 +521,11 @@ def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, An
             )
         )
     if partly_done and result.error is not None:
-        done = sorted(target_hosts - bad_hosts)
+        finished = sorted(done & target_hosts)
         result.error.message += (
             f"; failed on {len(bad_hosts)} of {len(target_hosts)} targets "
-            f"({', '.join(sorted(bad_hosts))}), done on " + (", ".join(done) if done else "none")
+            f"({', '.join(sorted(bad_hosts))}), done on "
+            + (", ".join(finished) if finished else "none")
         )
     if deliberate is not None:
         status, health = deliberate.instance
@@ -542,27 +547,19 @@ def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, An
 
 
 def _replacement_status(
-    plan: RunPlan,
-    sent: MemberStatus,
-    failed: bool,
-    bad_hosts: set[str],
-    deliberate: OperationError | None,
+    plan: RunPlan, sent: MemberStatus, failed: bool, bad_hosts: set[str], done: set[str]
 ) -> MemberStatus:
-    """The replacement joins first: failed where its host failed, joined where the run got past
-    the join (it succeeded, or failed later: the target's leave refused or its host failed),
-    else as sent."""
-    touched = plan.inventory.allocation_hosts
+    """The replacement joins first: failed where its host failed, joined where the run
+    succeeded or the app reports the join done before a later step failed (the target's drain
+    ran out of time, its host could not be cleaned), else as sent."""
     operation = plan.request.operation
     assert operation.replacement is not None
-    if touched.get(operation.replacement.allocation_id) in bad_hosts:
+    host = plan.inventory.allocation_hosts.get(operation.replacement.allocation_id)
+    if host in bad_hosts:
         return MemberStatus.FAILED
-    joined = plan.adapter.replacement_status_after
-    if not failed:
-        return joined
-    if deliberate is not None:
-        return joined if deliberate.after_a_join else sent
-    target_hosts = {touched.get(t) for t in operation.target_ids}
-    return joined if bad_hosts & target_hosts else sent
+    if not failed or host in done:
+        return plan.adapter.replacement_status_after
+    return sent
 
 
 def _adapter_detail(plan: "RunPlan", reported: dict[str, Any], failed: bool) -> dict[str, Any]:

@@ -24,10 +24,13 @@ def _statuses(result: Result) -> dict[str, str]:
     return {m.member_id: m.status.value for m in result.members}
 
 
-def _outcome(plan: RunPlan, failed_hosts=(), error: ErrorInfo | None = None) -> Result:
+def _outcome(plan: RunPlan, failed_hosts=(), error: ErrorInfo | None = None, joined=()) -> Result:
+    """`joined`: the workers that reported their daemons (slurm_worker's report, which a
+    joining worker reaches only once it joined)."""
     hosts = {h: HostStats(ok=1, failed=1 if h in failed_hosts else 0) for h in plan.inventory.hosts}
     result = Result(status="failed" if failed_hosts else "succeeded", hosts=hosts, error=error)
-    _members(plan, result, bool(failed_hosts), {})
+    reported = {"slurm_app_workers": {host: {"node": host} for host in joined}}
+    _members(plan, result, bool(failed_hosts), reported)
     return result
 
 
@@ -93,7 +96,7 @@ def test_a_join_of_several_makes_each_new_member_ready():
 def test_a_join_of_several_where_one_fails_reports_which_joined():
     plan = _plan("add_workers")
     error = ErrorInfo(code="host_failed", message="Start slurmd: boom", host="gpu-04")
-    result = _outcome(plan, failed_hosts={"gpu-04"}, error=error)
+    result = _outcome(plan, failed_hosts={"gpu-04"}, error=error, joined=("gpu-03", "gpu-05"))
     assert _statuses(result) == {
         "m-ctl": "ready",
         "m-w1": "ready",
@@ -107,6 +110,17 @@ def test_a_join_of_several_where_one_fails_reports_which_joined():
     assert result.error.message.endswith(
         "; failed on 1 of 3 targets (gpu-04), done on gpu-03, gpu-05"
     )
+
+
+def test_a_join_of_several_stopped_by_one_that_does_not_answer_joins_none():
+    """The preflight stops the whole run: the others answered but never joined."""
+    plan = _plan("add_workers")
+    error = ErrorInfo(code="host_unreachable", message="Reach the host: timed out", host="gpu-04")
+    result = _outcome(plan, failed_hosts={"gpu-04"}, error=error)
+    statuses = _statuses(result)
+    assert [statuses[m] for m in ("m-w3", "m-w4", "m-w5")] == ["pending", "failed", "pending"]
+    assert result.error is not None
+    assert result.error.message.endswith("failed on 1 of 3 targets (gpu-04), done on none")
 
 
 def test_a_join_of_several_where_the_controller_fails_fails_them_all():
@@ -155,7 +169,7 @@ def test_a_replacement_whose_target_drains_too_long_is_in_service_beside_it():
         "job(s) 7 after 1800 s",
         host="slurm-ctl",
     )
-    result = _outcome(plan, failed_hosts={"slurm-ctl"}, error=error)
+    result = _outcome(plan, failed_hosts={"slurm-ctl"}, error=error, joined=("gpu-03",))
     assert result.error is not None and result.error.code == "drain_timeout"
     assert _statuses(result) == {
         "m-ctl": "ready",
@@ -182,10 +196,22 @@ def test_a_replacement_refused_before_the_join_changes_no_member():
     }
 
 
+def test_a_replacement_stopped_by_a_target_that_does_not_answer_changes_no_member():
+    plan = _plan("replace_worker")
+    error = ErrorInfo(code="host_unreachable", message="Reach the host: timed out", host="gpu-02")
+    result = _outcome(plan, failed_hosts={"gpu-02"}, error=error)
+    assert _statuses(result) == {
+        "m-ctl": "ready",
+        "m-w1": "ready",
+        "m-w2": "failed",
+        "m-w3": "pending",
+    }
+
+
 def test_a_replaced_worker_that_fails_to_leave_is_failed_and_its_replacement_ready():
     plan = _plan("replace_worker")
     error = ErrorInfo(code="host_failed", message="Clean the host: boom", host="gpu-02")
-    result = _outcome(plan, failed_hosts={"gpu-02"}, error=error)
+    result = _outcome(plan, failed_hosts={"gpu-02"}, error=error, joined=("gpu-03",))
     assert _statuses(result) == {
         "m-ctl": "ready",
         "m-w1": "ready",
