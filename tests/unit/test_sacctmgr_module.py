@@ -40,7 +40,7 @@ def _params(accounts=(), qos=(), users=USERS, default_account="default", **overr
         "cluster": "lab",
         "create_cluster": False,
         "qos": list(qos),
-        "accounts": sacctmgr.wanted_accounts(accounts, default_account, list(qos)),
+        "accounts": sacctmgr.wanted_accounts(accounts, default_account),
         "users": sacctmgr.wanted_users(users, default_account, accounts),
     }
     return {**params, **overrides}
@@ -137,9 +137,8 @@ def test_a_user_made_by_hand_keeps_its_association_in_a_described_account():
 
 
 def test_an_account_s_default_qos_is_the_first_it_lists():
-    qos = [{"name": "gpu-standard"}, {"name": "gpu-priority"}]
     (default, team) = sacctmgr.wanted_accounts(
-        [{"name": "vision", "qos": ["gpu-standard", "gpu-priority"]}], "default", qos
+        [{"name": "vision", "qos": ["gpu-standard", "gpu-priority"]}], "default"
     )
     assert (default["qos"], default["default_qos"]) == (["normal"], "normal")
     assert (team["qos"], team["default_qos"]) == (["gpu-priority", "gpu-standard"], "gpu-standard")
@@ -222,24 +221,52 @@ def test_what_sacctmgr_prints_for_a_qos_is_read_back():
 
 
 @pytest.mark.parametrize(
-    "accounts, qos, message",
+    "accounts, qos, problems",
     [
-        ([{"name": "t", "qos": ["gold"]}], [], r"accounts\[1\] \(t\): no QoS 'gold'"),
+        (
+            [{"name": "t", "qos": ["normal", "gold"]}],
+            [],
+            [
+                (
+                    ("accounting", "accounts", 0, "qos", 1),
+                    "expected a QoS of accounting.qos or normal, got 'gold'",
+                )
+            ],
+        ),
         (
             [{"name": "t", "qos": ["normal"], "default_qos": "gpu"}],
             [{"name": "gpu"}],
-            r"accounts\[1\].default_qos",
+            [
+                (
+                    ("accounting", "accounts", 0, "default_qos"),
+                    "expected one of the account's qos, got 'gpu'",
+                )
+            ],
+        ),
+        (
+            [{"name": "t", "default_qos": "gpu"}],
+            [{"name": "gpu"}],
+            [
+                (
+                    ("accounting", "accounts", 0, "default_qos"),
+                    "expected one of the account's qos, got 'gpu'",
+                )
+            ],
+        ),
+        (
+            [{"name": "ok"}, {"name": "t", "users": ["alice", "eve"]}],
+            [],
+            [(("accounting", "accounts", 1, "users", 1), "expected a name from users, got 'eve'")],
+        ),
+        (
+            [{"name": "t", "qos": ["gpu"], "default_qos": "gpu", "users": ["bob"]}],
+            [{"name": "gpu"}],
+            [],
         ),
     ],
 )
-def test_accounts_naming_a_missing_qos_are_named(accounts, qos, message):
-    with pytest.raises(ValueError, match=message):
-        sacctmgr.wanted_accounts(accounts, "default", qos)
-
-
-def test_an_account_listing_someone_not_a_user_is_named():
-    with pytest.raises(ValueError, match=r"accounts\[0\].users: 'eve'"):
-        sacctmgr.wanted_users(USERS, "default", [{"name": "t", "users": ["eve"]}])
+def test_what_accounts_name_that_the_config_lacks_is_named_at_its_path(accounts, qos, problems):
+    assert sacctmgr.reference_problems(USERS, accounts, qos) == problems
 
 
 @pytest.mark.parametrize(

@@ -196,6 +196,42 @@ def current_state(module: AnsibleModule, cluster: str) -> dict[str, Any]:
     }
 
 
+def reference_problems(
+    users: Sequence[Any], accounts: Sequence[Any], qos: Sequence[Any]
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """What the accounts name that the config does not hold (a QoS, a default QoS outside the
+    account's own list, a user), each with its path in the instance's config. The one source
+    of these rules: the driver reports them as findings before any host is touched (it loads
+    this file), and this module refuses them."""
+    known_qos = {q.get("name") for q in qos if isinstance(q, dict)} | {BASE_QOS}
+    known_users = {u.get("name") for u in users if isinstance(u, dict)}
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    for index, account in enumerate(accounts):
+        if not isinstance(account, dict):
+            continue
+        where = ("accounting", "accounts", index)
+        listed = account.get("qos") or []
+        for position, name in enumerate(listed):
+            if name not in known_qos:
+                problems.append(
+                    (
+                        (*where, "qos", position),
+                        f"expected a QoS of accounting.qos or {BASE_QOS}, got {name!r}",
+                    )
+                )
+        default_qos = account.get("default_qos")
+        if default_qos and default_qos not in (listed or [BASE_QOS]):
+            problems.append(
+                ((*where, "default_qos"), f"expected one of the account's qos, got {default_qos!r}")
+            )
+        for position, name in enumerate(account.get("users") or []):
+            if name not in known_users:
+                problems.append(
+                    ((*where, "users", position), f"expected a name from users, got {name!r}")
+                )
+    return problems
+
+
 def wanted_users(
     users: list[dict[str, Any]], default_account: str, accounts: Sequence[dict[str, Any]] = ()
 ) -> list[dict[str, Any]]:
@@ -217,24 +253,17 @@ def wanted_users(
         wanted.append(
             {"name": name, "accounts": member_of or [default_account], "admin_level": level}
         )
-    known = {user["name"] for user in wanted}
-    for index, account in enumerate(accounts):
-        for name in account.get("users", []):
-            if name not in known:
-                raise ValueError(f"accounts[{index}].users: {name!r} is not one of the users")
     return wanted
 
 
-def wanted_accounts(
-    accounts: list[dict[str, Any]], default_account: str, qos: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def wanted_accounts(accounts: list[dict[str, Any]], default_account: str) -> list[dict[str, Any]]:
     """Every account to describe (the default account too, with Slurm's defaults when no
-    entry names it), each with its qos list and default_qos settled, or a ValueError."""
+    entry names it), each with its qos list and default_qos settled (reference_problems has
+    checked what they name)."""
     described = [dict(account) for account in accounts]
     if default_account and default_account not in {a["name"] for a in described}:
         described.insert(0, {"name": default_account, "description": "default account"})
-    known_qos = {q["name"] for q in qos} | {BASE_QOS}
-    for index, account in enumerate(described):
+    for account in described:
         account.setdefault("description", "")
         account.setdefault("organization", "")
         account["fairshare"] = account.get("fairshare") or 1
@@ -242,13 +271,6 @@ def wanted_accounts(
         # the first listed, before the list is sorted for comparing with slurmdbd's
         account["default_qos"] = account.get("default_qos") or listed[0]
         account["qos"] = sorted(set(listed))
-        for name in (*account["qos"], account["default_qos"]):
-            if name not in known_qos:
-                raise ValueError(f"accounts[{index}] ({account['name']}): no QoS {name!r}")
-        if account["default_qos"] not in account["qos"]:
-            raise ValueError(
-                f"accounts[{index}].default_qos: {account['default_qos']!r} is not in its qos"
-            )
     return described
 
 
@@ -453,9 +475,14 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
+    problems = reference_problems(params["users"], params["accounts"], params["qos"])
+    if problems:
+        module.fail_json(
+            msg="; ".join(f"{'.'.join(map(str, path))}: {message}" for path, message in problems)
+        )
     try:
         users = wanted_users(params["users"], params["default_account"], params["accounts"])
-        accounts = wanted_accounts(params["accounts"], params["default_account"], params["qos"])
+        accounts = wanted_accounts(params["accounts"], params["default_account"])
         for qos in params["qos"]:
             if qos.get("max_wall"):
                 slurm_minutes(qos["max_wall"])
