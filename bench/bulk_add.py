@@ -7,7 +7,11 @@ process called by its full path with a minimal environment (as the platform call
 - k=K (default 8): K new hosts join in one operation (operation.targets);
 
 so T(K)/T(1) and the hosts touched come from the same machine in the same run. Serial joins of
-K hosts would cost about K x T(1); the table shows that beside the measured bulk join.
+K hosts would cost about K x T(1); the table shows that beside the measured bulk join, how
+busy the machine's CPUs were during each join (from /proc/stat: every lab host is a container
+on the same CPUs, so a join of K hosts does K hosts' work on them) and the CPU seconds of the
+control side alone (the driver, ansible-playbook, its forks and their ssh clients: what the
+platform's own host spends, whatever the workers' CPUs).
 
 Usage: python -m bench.bulk_add [--distro trixie] [--k 8] [--keep] [--json FILE]
 The lab is named `bulk`; it is removed at the end unless --keep.
@@ -15,6 +19,7 @@ The lab is named `bulk`; it is removed at the end unless --keep.
 
 import argparse
 import json
+import resource
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,12 +30,30 @@ from driver.lab.lab import lab_dir
 LAB = "bulk"
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """The machine's (busy, total) CPU ticks so far, every CPU together."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def control_cpu_s() -> float:
+    """CPU seconds of every process this one started and waited for, their own children
+    included: each driver call's whole tree."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def join(hosts: list[str]) -> dict[str, Any]:
     """Start the hosts, then join them in one add_worker; the operation's figures."""
     for host in hosts:
         driver("lab", "add-host", host, "--name", LAB)
     targets = [argument for host in hosts for argument in ("--target", host)]
+    busy_before, total_before = cpu_ticks()
+    control_before = control_cpu_s()
     wall = driver("lab", "op", "add_worker", "--name", LAB, "--format", "json", *targets)
+    control = control_cpu_s() - control_before
+    busy_after, total_after = cpu_ticks()
     result = result_of(LAB, "add_worker")
     statuses = {m["member_id"]: m["status"] for m in result["members"]}
     joined = [h for h in hosts if statuses.get(f"{LAB}-worker-{h}") == "ready"]
@@ -44,6 +67,8 @@ def join(hosts: list[str]) -> dict[str, Any]:
         "changed": result["changed"],
         "hosts_touched": len(result["adapter_detail"]["hosts_touched"]),
         "readiness_nodes": result["adapter_detail"]["readiness"]["nodes"],
+        "cpu_busy": (busy_after - busy_before) / max(total_after - total_before, 1),
+        "control_cpu_s": round(control, 1),
         "tasks": tasks,
         "slowest": slowest,
     }
@@ -51,16 +76,17 @@ def join(hosts: list[str]) -> dict[str, Any]:
 
 def table(rows: list[dict[str, Any]], one: float) -> str:
     lines = [
-        "| k | wall s | operation s | k x T(1) s | changes | hosts touched | readiness job "
-        "nodes | tasks | slowest tasks (s) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| k | wall s | operation s | k x T(1) s | CPUs busy | control CPU s | changes "
+        "| hosts touched | readiness job nodes | tasks | slowest tasks (s) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in rows:
         slowest = "; ".join(f"{name} {seconds:.1f}" for name, seconds in row["slowest"][:4])
         lines.append(
             f"| {row['k']} | {row['wall_s']} | {row['duration_s']} | {row['k'] * one:.1f} "
-            f"| {row['changed']} | {row['hosts_touched']} | {row['readiness_nodes']} "
-            f"| {row['tasks']} | {slowest} |"
+            f"| {row['cpu_busy']:.0%} | {row['control_cpu_s']} | {row['changed']} "
+            f"| {row['hosts_touched']} "
+            f"| {row['readiness_nodes']} | {row['tasks']} | {slowest} |"
         )
     return "\n".join(lines)
 
