@@ -70,6 +70,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)
 
 
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Seconds per test file (setup, call and teardown together): with --dist loadfile a file
+    runs on one worker, so these are what the workers' shares are made of."""
+    per_file: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                path = report.nodeid.split("::", 1)[0]
+                per_file[path] = per_file.get(path, 0.0) + report.duration
+    if not per_file:
+        return
+    terminalreporter.write_sep("=", "seconds per test file")
+    for path, seconds in sorted(per_file.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{seconds:9.1f}s  {path}")
+    terminalreporter.write_line(f"{sum(per_file.values()):9.1f}s  in all (both workers)")
+
+
 # What the runtime-only install is built from: a change to any of it builds a fresh venv.
 RUNTIME_SOURCES = ("pyproject.toml", "ansible.cfg", "driver", "manifests", "playbooks", "roles")
 
