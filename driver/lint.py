@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema_rs
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
@@ -17,6 +18,7 @@ from driver.models.manifest import TOUCH_KEYWORDS, CatalogEntry, Endpoint, Versi
 from driver.schema_check import compile_pattern, schema_findings, shipped_schema, validator_for
 
 REQUIRED_OPERATIONS = ("deploy", "status", "decommission")
+DRAFT_2020_12 = Draft202012Validator.META_SCHEMA["$id"]
 # https://html.spec.whatwg.org/multipage/iframe-embed-object.html#attr-iframe-sandbox
 SANDBOX_TOKENS = frozenset(
     {
@@ -80,15 +82,31 @@ def subschemas(
             yield from subschemas(schema.get(key), (*path, key), only)
 
 
+def _surely_valid_schema(schema: dict[str, Any]) -> bool:
+    """jsonschema-rs checks a schema against Draft 2020-12 about 50 times faster than
+    python-jsonschema (whose $dynamicRef resolution is most of a manifest's lint); what it
+    doubts, python-jsonschema explains. Only where the schema names no other draft."""
+    if schema.get("$schema", DRAFT_2020_12) != DRAFT_2020_12:
+        return False
+    try:
+        return bool(jsonschema_rs.meta.is_valid(schema))
+    except (ValueError, jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError):
+        return False
+
+
 def _meta_findings(doc: Document, schema: dict[str, Any], base: LinePath) -> list[Finding]:
-    findings = [
-        doc.finding(
-            "invalid-subschema",
-            (*base, *error.absolute_path),
-            f"not a valid Draft 2020-12 schema: {error.message[:200]}",
-        )
-        for error in Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(schema)
-    ]
+    findings = (
+        []
+        if _surely_valid_schema(schema)
+        else [
+            doc.finding(
+                "invalid-subschema",
+                (*base, *error.absolute_path),
+                f"not a valid Draft 2020-12 schema: {error.message[:200]}",
+            )
+            for error in Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(schema)
+        ]
+    )
     if findings:
         return findings
     if schema.get("type") != "object":
