@@ -24,6 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from bench import markdown
 from bench.member_operations import DRIVER, PLATFORM_ENV, driver, result_of, slowest_tasks
 from driver.lab.lab import lab_dir
 
@@ -75,18 +76,24 @@ def join(hosts: list[str]) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]], one: float) -> str:
-    lines = [
-        "| k | wall s | operation s | k x T(1) s | CPUs busy | control CPU s | changes "
-        "| hosts touched | readiness job nodes | tasks | slowest tasks (s) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for row in rows:
-        slowest = "; ".join(f"{name} {seconds:.1f}" for name, seconds in row["slowest"][:4])
+    columns = ["k", "wall s", "operation s", "k x T(1) s", "CPUs busy", "control CPU s"]
+    columns += ["changes", "hosts touched", "readiness job nodes", "tasks", "slowest tasks (s)"]
+    lines = [markdown.header(columns, text={"slowest tasks (s)"})]
+    for joined in rows:
         lines.append(
-            f"| {row['k']} | {row['wall_s']} | {row['duration_s']} | {row['k'] * one:.1f} "
-            f"| {row['cpu_busy']:.0%} | {row['control_cpu_s']} | {row['changed']} "
-            f"| {row['hosts_touched']} "
-            f"| {row['readiness_nodes']} | {row['tasks']} | {slowest} |"
+            markdown.row(
+                joined["k"],
+                joined["wall_s"],
+                joined["duration_s"],
+                f"{joined['k'] * one:.1f}",
+                f"{joined['cpu_busy']:.0%}",
+                joined["control_cpu_s"],
+                joined["changed"],
+                joined["hosts_touched"],
+                joined["readiness_nodes"],
+                joined["tasks"],
+                markdown.slowest_tasks_cell(joined["slowest"]),
+            )
         )
     return "\n".join(lines)
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from bench import markdown
 from driver.lab.distros import distro
 from driver.lab.lab import controller_container, host_container, lab_dir
 
@@ -129,15 +130,19 @@ def floor(lab: str, host: str, packages: list[str]) -> float:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| step | wall s | operation s | changes | hosts touched | tasks | slowest tasks (s) |",
-        "|---|---:|---:|---:|---:|---:|---|",
-    ]
-    for row in rows:
-        slowest = "; ".join(f"{name} {seconds:.1f}" for name, seconds in row["slowest"][:4])
+    columns = ["step", "wall s", "operation s", "changes", "hosts touched", "tasks"]
+    lines = [markdown.header([*columns, "slowest tasks (s)"], text={"step", "slowest tasks (s)"})]
+    for step in rows:
         lines.append(
-            f"| {row['step']} | {row['wall_s']} | {row['duration_s']} | {row['changed']} "
-            f"| {row['hosts_touched']} | {row['tasks']} | {slowest} |"
+            markdown.row(
+                step["step"],
+                step["wall_s"],
+                step["duration_s"],
+                step["changed"],
+                step["hosts_touched"],
+                step["tasks"],
+                markdown.slowest_tasks_cell(step["slowest"]),
+            )
         )
     return "\n".join(lines)
 

@@ -24,6 +24,7 @@ import json
 import sys
 import time
 
+from bench import markdown
 from bench import slurm_exporter as exporter_bench
 from driver.lab.lab import controller_container
 
@@ -73,11 +74,8 @@ def exporter_series(users: int) -> None:
 
     exporter_bench.USERS = users
     interval_s = 30
-    print(
-        "| nodes | jobs | users | series | of them per user/account/partition "
-        "| samples/s | 7 days, sizing rule |"
-    )
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    columns = ["nodes", "jobs", "users", "series", "of them per user/account/partition"]
+    print(markdown.header([*columns, "samples/s", "7 days, sizing rule"]))
     for nodes in (100, 1000):
         for jobs in (1000, 10000, 100000):
             command, node_answer, job_answer = exporter_bench.answers("24.11", nodes, jobs)
@@ -97,9 +95,11 @@ def exporter_series(users: int) -> None:
             rate = series / interval_s
             disk = rate * RETENTION_S * BYTES_PER_SAMPLE / 2**30
             print(
-                f"| {nodes:,} | {jobs:,} | {users:,} | {series:,} | {owners:,} "
-                f"| {rate:.1f} | {disk:.3f} GiB |"
-            )
+                markdown.row(
+                    f"{nodes:,}", f"{jobs:,}", f"{users:,}", f"{series:,}", f"{owners:,}",
+                    f"{rate:.1f}", f"{disk:.3f} GiB",
+                )
+            )  # fmt: skip
 
 
 def main() -> None:

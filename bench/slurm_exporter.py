@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import markdown
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
 NODE_STATES = {
@@ -109,8 +111,8 @@ def main() -> None:
     if args.once:
         measure_once(args.once[0], Path(args.once[1]))
         return
-    print("| Slurm shape | nodes | jobs | answers MiB | collection s | peak MiB | samples |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    columns = ["Slurm shape", "nodes", "jobs", "answers MiB", "collection s", "peak MiB"]
+    print(markdown.header([*columns, "samples"], text={"Slurm shape"}))
     for version in ("22.05", "24.11"):
         runs = []
         with tempfile.TemporaryDirectory() as temporary:
@@ -125,10 +127,12 @@ def main() -> None:
                 runs.append(json.loads(done.stdout))
         best = min(runs, key=lambda run: run["seconds"])
         print(
-            f"| {version} | {args.nodes:,} | {args.jobs:,} | {best['answer_mib']:.1f} "
-            f"| {best['seconds']:.3f} | {max(r['peak_mib'] for r in runs):.0f} "
-            f"| {best['samples']:,} |"
-        )
+            markdown.row(
+                version, f"{args.nodes:,}", f"{args.jobs:,}", f"{best['answer_mib']:.1f}",
+                f"{best['seconds']:.3f}", f"{max(r['peak_mib'] for r in runs):.0f}",
+                f"{best['samples']:,}",
+            )
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import markdown
 from bench import slurm_exporter as exporter_bench
 
 ROOT = exporter_bench.ROOT
@@ -67,8 +68,8 @@ def measure_once(version: str, folder: Path, name: str, given: dict) -> None:
 
 
 def on_host(nodes: int, jobs: int, repeat: int) -> None:
-    print("| Slurm shape | task | nodes | jobs | answer KiB | answer s | imports s | peak MiB |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    columns = ["Slurm shape", "task", "nodes", "jobs", "answer KiB", "answer s", "imports s"]
+    print(markdown.header([*columns, "peak MiB"], text={"Slurm shape", "task"}))
     for version in ("22.05", "24.11"):
         with tempfile.TemporaryDirectory() as temporary:
             folder = Path(temporary)
@@ -90,18 +91,20 @@ def on_host(nodes: int, jobs: int, repeat: int) -> None:
                     f" ({', '.join(f'{k}={v}' for k, v in given.items())})" if given else ""
                 )
                 print(
-                    f"| {version} | {label} | {nodes:,} | {jobs:,} | {best['answer_kib']:,.0f} "
-                    f"| {best['seconds']:.3f} | {best['import_s']:.3f} "
-                    f"| {max(r['peak_mib'] for r in runs):.0f} |"
-                )
+                    markdown.row(
+                        version, label, f"{nodes:,}", f"{jobs:,}", f"{best['answer_kib']:,.0f}",
+                        f"{best['seconds']:.3f}", f"{best['import_s']:.3f}",
+                        f"{max(r['peak_mib'] for r in runs):.0f}",
+                    )
+                )  # fmt: skip
 
 
 def through_driver(lab: str, repeat: int) -> None:
     from driver.lab import lab as lab_module
 
     binary = Path(sys.executable).parent / "slurm-app-driver"
-    print("| task through `slurm-app-driver task` (lab) | median s | min s |")
-    print("|---|---:|---:|")
+    through = "task through `slurm-app-driver task` (lab)"
+    print(markdown.header([through, "median s", "min s"], text={through}))
     for name, given in (("queue", {}), ("nodes", {})):
         request = lab_module.task_request(lab, name, None, given)
         times = []
@@ -109,7 +112,7 @@ def through_driver(lab: str, repeat: int) -> None:
             started = time.perf_counter()
             subprocess.run([str(binary), "task", str(request)], capture_output=True, check=True)
             times.append(time.perf_counter() - started)
-        print(f"| {name} | {statistics.median(times):.2f} | {min(times):.2f} |")
+        print(markdown.row(name, f"{statistics.median(times):.2f}", f"{min(times):.2f}"))
 
 
 def main() -> None:

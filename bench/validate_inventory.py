@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import markdown
 from bench.requests import add_worker_request
 
 DRIVER = Path(sys.executable).parent / "slurm-app-driver"
@@ -57,16 +58,16 @@ def main() -> None:
             rows.append(row)
     baseline = measure([str(DRIVER), "--version"])
     print(f"driver start (--version): {baseline[0]:.2f} s, {baseline[1]:.0f} MiB")
-    print(
-        "| workers | request KiB | validate-request s | peak MiB | inventory s | peak MiB | hosts |"
-    )
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    columns = ["workers", "request KiB", "validate-request s", "peak MiB", "inventory s"]
+    print(markdown.header([*columns, "peak MiB", "hosts"]))
     for r in rows:
         print(
-            f"| {r['workers']:,} | {r['request_kib']:,} | {r['validate-request']:.2f} "
-            f"| {r['validate-request MiB']:.0f} | {r['inventory']:.2f} "
-            f"| {r['inventory MiB']:.0f} | {r['inventory hosts']} |"
-        )
+            markdown.row(
+                f"{r['workers']:,}", f"{r['request_kib']:,}", f"{r['validate-request']:.2f}",
+                f"{r['validate-request MiB']:.0f}", f"{r['inventory']:.2f}",
+                f"{r['inventory MiB']:.0f}", r["inventory hosts"],
+            )
+        )  # fmt: skip
 
 
 if __name__ == "__main__":
