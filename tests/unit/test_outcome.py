@@ -148,77 +148,55 @@ def test_a_replacement_takes_the_targets_place():
     assert (result.instance["status"], result.instance["health"]) == ("running", "healthy")
 
 
-def test_a_replacement_that_fails_to_join_leaves_the_target_in_service():
+# (failing host, its error code and message, the workers that joined) -> the old worker's and
+# the replacement's status, the result's error code, the instance's health
+REPLACE_FAILURES = {
+    "a failed join leaves the target in service": (
+        ("gpu-03", "host_failed", "Detect the node's hardware: boom", ()),
+        ("ready", "failed", "host_failed", "degraded"),
+    ),
+    "a drain too long leaves both in service": (
+        (
+            "slurm-ctl",
+            "host_failed",
+            "Report a drain that ran out of time: [drain_timeout] node gpu-02 still runs "
+            "job(s) 7 after 1800 s",
+            ("gpu-03",),
+        ),
+        ("draining", "ready", "drain_timeout", "unknown"),
+    ),
+    "refused before the join, no member changes": (
+        (
+            "slurm-ctl",
+            "host_failed",
+            "Refuse: [config_refused] gpu-02 runs on the controller's own host",
+            (),
+        ),
+        ("ready", "pending", "config_refused", "unknown"),
+    ),
+    "a target that does not answer stops it before the join": (
+        ("gpu-02", "host_unreachable", "Reach the host: timed out", ()),
+        ("failed", "pending", "host_unreachable", "degraded"),
+    ),
+    "a target that fails to leave is failed, its replacement ready": (
+        ("gpu-02", "host_failed", "Clean the host: boom", ("gpu-03",)),
+        ("failed", "ready", "host_failed", "degraded"),
+    ),
+}
+
+
+@pytest.mark.parametrize(("failure", "expected"), REPLACE_FAILURES.values(), ids=REPLACE_FAILURES)
+def test_a_replacement_that_fails_leaves_at_least_the_capacity_it_found(failure, expected):
+    host, code, message, joined = failure
+    old, new, error_code, health = expected
     plan = _plan("replace_worker")
-    error = ErrorInfo(code="host_failed", message="Detect the node's hardware: boom", host="gpu-03")
-    result = _outcome(plan, failed_hosts={"gpu-03"}, error=error)
-    assert _statuses(result) == {
-        "m-ctl": "ready",
-        "m-w1": "ready",
-        "m-w2": "ready",
-        "m-w3": "failed",
-    }
-    assert (result.instance["status"], result.instance["health"]) == ("running", "degraded")
-
-
-def test_a_replacement_whose_target_drains_too_long_is_in_service_beside_it():
-    plan = _plan("replace_worker")
-    error = ErrorInfo(
-        code="host_failed",
-        message="Report a drain that ran out of time: [drain_timeout] node gpu-02 still runs "
-        "job(s) 7 after 1800 s",
-        host="slurm-ctl",
-    )
-    result = _outcome(plan, failed_hosts={"slurm-ctl"}, error=error, joined=("gpu-03",))
-    assert result.error is not None and result.error.code == "drain_timeout"
-    assert _statuses(result) == {
-        "m-ctl": "ready",
-        "m-w1": "ready",
-        "m-w2": "draining",
-        "m-w3": "ready",
-    }
-
-
-def test_a_replacement_refused_before_the_join_changes_no_member():
-    plan = _plan("replace_worker")
-    error = ErrorInfo(
-        code="host_failed",
-        message="Refuse: [config_refused] gpu-02 runs on the controller's own host",
-        host="slurm-ctl",
-    )
-    result = _outcome(plan, failed_hosts={"slurm-ctl"}, error=error)
-    assert result.error is not None and result.error.code == "config_refused"
-    assert _statuses(result) == {
-        "m-ctl": "ready",
-        "m-w1": "ready",
-        "m-w2": "ready",
-        "m-w3": "pending",
-    }
-
-
-def test_a_replacement_stopped_by_a_target_that_does_not_answer_changes_no_member():
-    plan = _plan("replace_worker")
-    error = ErrorInfo(code="host_unreachable", message="Reach the host: timed out", host="gpu-02")
-    result = _outcome(plan, failed_hosts={"gpu-02"}, error=error)
-    assert _statuses(result) == {
-        "m-ctl": "ready",
-        "m-w1": "ready",
-        "m-w2": "failed",
-        "m-w3": "pending",
-    }
-
-
-def test_a_replaced_worker_that_fails_to_leave_is_failed_and_its_replacement_ready():
-    plan = _plan("replace_worker")
-    error = ErrorInfo(code="host_failed", message="Clean the host: boom", host="gpu-02")
-    result = _outcome(plan, failed_hosts={"gpu-02"}, error=error, joined=("gpu-03",))
-    assert _statuses(result) == {
-        "m-ctl": "ready",
-        "m-w1": "ready",
-        "m-w2": "failed",
-        "m-w3": "ready",
-    }
-    assert (result.instance["status"], result.instance["health"]) == ("running", "degraded")
+    error = ErrorInfo(code=code, message=message, host=host)
+    result = _outcome(plan, failed_hosts={host}, error=error, joined=joined)
+    assert result.error is not None and result.error.code == error_code
+    statuses = _statuses(result)
+    assert (statuses["m-ctl"], statuses["m-w1"]) == ("ready", "ready")
+    assert (statuses["m-w2"], statuses["m-w3"]) == (old, new)
+    assert (result.instance["status"], result.instance["health"]) == ("running", health)
 
 
 def test_a_stop_changes_every_touched_member():
