@@ -86,7 +86,7 @@ def _surely_valid_schema(schema: dict[str, Any]) -> bool:
     """jsonschema-rs checks a schema against Draft 2020-12 about 50 times faster than
     python-jsonschema (whose $dynamicRef resolution is most of a manifest's lint); what it
     doubts, python-jsonschema explains. Only where the schema names no other draft."""
-    if schema.get("$schema", DRAFT_2020_12) != DRAFT_2020_12:
+    if not isinstance(schema, dict) or schema.get("$schema", DRAFT_2020_12) != DRAFT_2020_12:
         return False
     try:
         return bool(jsonschema_rs.meta.is_valid(schema))
