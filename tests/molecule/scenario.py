@@ -6,11 +6,13 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import OOD_UPSTREAM_CANDIDATES
 
 from driver.lab.images import build_image
 
 ROOT = Path(__file__).resolve().parents[2]
+SCENARIO_TIMEOUT_S = 2400
 
 
 def run_scenario(scenario: str, distro: str, tmp_path: Path) -> None:
@@ -29,15 +31,29 @@ def run_scenario(scenario: str, distro: str, tmp_path: Path) -> None:
     }
     log = tmp_path / "molecule.log"
     with log.open("w") as sink:
-        result = subprocess.run(
-            ["molecule", "test", "-s", scenario],
-            cwd=ROOT,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            check=False,
-            timeout=1500,
-        )
+        try:
+            result = subprocess.run(
+                ["molecule", "test", "-s", scenario],
+                cwd=ROOT,
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                check=False,
+                # a hung scenario ends here; monitoring takes about 800 s on 2 busy cores
+                timeout=SCENARIO_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            # killed mid-run, Molecule leaves its containers: they would load the rest of the run
+            subprocess.run(
+                ["molecule", "destroy", "-s", scenario],
+                cwd=ROOT,
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                check=False,
+                timeout=600,
+            )
+            pytest.fail(f"{scenario} ran past {SCENARIO_TIMEOUT_S} s:\n{log.read_text()[-6000:]}")
     text = log.read_text()
     assert result.returncode == 0, text[-6000:]
     assert "idempotence: Executed: Successful" in text.replace("➜ ", "")
