@@ -31,28 +31,24 @@ def run_scenario(scenario: str, distro: str, tmp_path: Path) -> None:
     }
     log = tmp_path / "molecule.log"
     with log.open("w") as sink:
-        try:
-            result = subprocess.run(
-                ["molecule", "test", "-s", scenario],
+
+        def molecule(command: str, timeout: int) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                ["molecule", command, "-s", scenario],
                 cwd=ROOT,
                 env=env,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 check=False,
-                # a hung scenario ends here; monitoring takes about 800 s on 2 busy cores
-                timeout=SCENARIO_TIMEOUT_S,
+                timeout=timeout,
             )
+
+        try:
+            # a hung scenario ends here; monitoring takes about 800 s on 2 busy cores
+            result = molecule("test", SCENARIO_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             # killed mid-run, Molecule leaves its containers: they would load the rest of the run
-            subprocess.run(
-                ["molecule", "destroy", "-s", scenario],
-                cwd=ROOT,
-                env=env,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                check=False,
-                timeout=600,
-            )
+            molecule("destroy", 600)
             pytest.fail(f"{scenario} ran past {SCENARIO_TIMEOUT_S} s:\n{log.read_text()[-6000:]}")
     text = log.read_text()
     assert result.returncode == 0, text[-6000:]
