@@ -78,6 +78,15 @@ def test_24_11_sinfo_json_groups_nodes_so_nodes_come_from_scontrol():
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_a_read_before_the_version_is_known_holds_the_form_the_version_picks(version):
+    # status reads slurmctld's version and the node listing in one round trip
+    forms = slurm_output.slurm_command_forms("nodes", "controller_nodes_")
+    picked = slurm_output.slurm_command("nodes", f"{version}.5")
+    assert forms["controller_nodes_" + picked[0]] == picked
+    assert len(forms) == 2
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_the_queue_reads_the_same_from_json_and_text(version, monkeypatch):
     # squeue's text prints local time; the capture's hosts run in UTC.
     monkeypatch.setenv("TZ", "UTC")

@@ -115,6 +115,17 @@ def slurm_version(output: str) -> str:
     return match.group(0)
 
 
+def slurm_command_forms(what: str, prefix: str = "") -> dict[str, list[str]]:
+    """Every JSON form of `what` across the Slurm versions the bundle reads, keyed by `prefix`
+    and the command's name: a read that cannot ask for the version first runs them all in the
+    same round trip, then keeps the one named by `(what | slurm_command(version))[0]`."""
+    forms = (
+        slurm_command(what, ".".join(map(str, since)))
+        for since in (JSON_SINCE[what], SCONTROL_JSON_SINCE)
+    )
+    return {prefix + argv[0]: argv for argv in forms}
+
+
 def slurm_command(
     what: str,
     version: str = "",
@@ -504,6 +515,7 @@ class FilterModule:
         return {
             "outside_of": outside_of,
             "slurm_command": slurm_command,
+            "slurm_command_forms": slurm_command_forms,
             "slurm_version": slurm_version,
             "slurm_unit_states": slurm_unit_states,
             "slurm_unit_states_command": slurm_unit_states_command,
