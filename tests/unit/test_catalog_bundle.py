@@ -57,7 +57,7 @@ def _roles_of(playbook) -> set[str]:
             for role in play.get("roles", [])
         ]
         for section in ("pre_tasks", "tasks", "post_tasks"):
-            for task in _flat(play.get(section, [])):
+            for task in _playbook_tasks(playbook, play.get(section, [])):
                 for action in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
                     if action in task:
                         include = task[action]
@@ -67,6 +67,17 @@ def _roles_of(playbook) -> set[str]:
             # and the roles those task files include in turn (clean includes slurm_common's)
             roles |= {included for included, _ in _task_files(role, tasks_from)}
     return roles
+
+
+def _playbook_tasks(playbook, tasks: list) -> list:
+    """A play's tasks, blocks opened and the playbooks' own task files (include_tasks) followed."""
+    flat = []
+    for task in _flat(tasks):
+        flat.append(task)
+        if "ansible.builtin.include_tasks" in task:
+            included = playbook.parent / task["ansible.builtin.include_tasks"]
+            flat += _playbook_tasks(included, yaml.safe_load(included.read_text()))
+    return flat
 
 
 def _flat(tasks: list) -> list:
@@ -257,8 +268,9 @@ def test_status_only_reads(playbook):
     """Every task status runs, its role task files followed: no package, file or service task,
     and every command declares that it changes nothing."""
     seen = 0
-    for play in yaml.safe_load((ROOT / "playbooks" / playbook).read_text()):
-        for task in play["tasks"]:
+    path = ROOT / "playbooks" / playbook
+    for play in yaml.safe_load(path.read_text()):
+        for task in _playbook_tasks(path, play["tasks"]):
             tasks = [(None, task)]
             if "ansible.builtin.include_role" in task:
                 include = task["ansible.builtin.include_role"]
