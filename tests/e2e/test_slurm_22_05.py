@@ -1,10 +1,18 @@
 """Slurm 22.05 (Debian 12) on the platform's storage (storage.model platform_mount: one volume
-mounted at /workspace on every lab host): a host without the mount is refused before anything
-changes; nodes join and leave through the slurmctld restart path (a reconfigure after a
-node-count change kills 22.05's slurmctld); no slurmd restarts; a removed allocation joins
-again; a job's output on a worker is read everywhere and outlives the cluster."""
+mounted at /workspace on every lab host), with a team account, a QoS capping GPUs per user,
+multifactor priority and a partition of H100 nodes (none here, so an empty NodeSet): a full
+converge changes nothing but the converged records and leaves no warning in the daemons'
+logs; a host without the mount is refused before anything changes; nodes join and leave
+through the slurmctld restart path (a reconfigure after a node-count change kills 22.05's
+slurmctld); no slurmd restarts; a removed allocation joins again; a job's output on a worker
+is read everywhere and outlives the cluster."""
+
+import json
+import re
 
 import pytest
+import yaml
+from conftest import ROOT, console_script
 from lab_tools import (
     check_gpu_job_mapping,
     check_typed_tasks,
@@ -23,6 +31,20 @@ SPEC = lab.LabSpec(
 )
 HOME = f"{lab.LAB_MOUNT}/home/{lab.LAB_USER['name']}"
 BOTH_IDLE = ["old-w01", "idle", "old-w02", "idle"]
+TEAMS = {
+    "partitions": [
+        {"name": "batch", "default": True, "max_time": "1-00:00:00"},
+        {"name": "h100", "node_feature": "h100", "allow_accounts": ["vision"]},
+    ],
+    "accounting": {
+        "enabled": True,
+        "qos": [{"name": "gpu-small", "max_gpus_per_user": 1, "max_wall": "1-00:00:00"}],
+        "accounts": [
+            {"name": "vision", "fairshare": 10, "qos": ["gpu-small"], "users": ["labuser"]}
+        ],
+        "fair_share": {"weight_qos": 2000},
+    },
+}
 
 
 def _on(host: str, command: str) -> str:
@@ -33,7 +55,11 @@ def _on(host: str, command: str) -> str:
 def cluster(docker_engine, tmp_path_factory):
     env = platform_env(tmp_path_factory.mktemp("driver-state"))
     lab.down(SPEC.name)
-    code, result = run_request(lab.up(SPEC), env)
+    path = lab.up(SPEC)
+    request = json.loads(path.read_text())
+    request["instance"]["config"].update(TEAMS)
+    path.write_text(json.dumps(request))
+    code, result = run_request(path, env)
     assert code == 0, result
     assert result["adapter_detail"]["daemon_versions"]["slurmctld"].startswith("22.05.")
     yield env
@@ -49,6 +75,54 @@ def _fingerprint(host: str) -> str:
         "sha256sum /etc/slurm/*.conf /var/lib/slurm-app/* 2>/dev/null; "
         "ls -A /workspace 2>/dev/null; true",
     )
+
+
+def _daemon_log_findings() -> list[str]:
+    """Error, warning and PMIx lines in the daemons' logs, less the ones a first start logs
+    (the list Molecule's shared verify allows, read from there)."""
+    verify = yaml.safe_load((ROOT / "molecule" / "shared" / "verify.yml").read_text())
+    allowed = re.compile("|".join(verify[0]["vars"]["verify_first_start_errors"]))
+    grep = "grep -ihE 'error|warn|pmix' {} || true"
+    lines = _on("old-ctl", grep.format("/var/log/slurm/slurmctld.log /var/log/slurm/slurmdbd.log"))
+    found = [line for line in lines.splitlines() if not allowed.search(line)]
+    # a worker's slurmd logs nothing of the kind, not even on its first start
+    return found + _on("old-w01", grep.format("/var/log/slurm/slurmd.log")).splitlines()
+
+
+def test_a_full_converge_changes_only_the_records_and_the_teams_are_as_configured(cluster):
+    """What Molecule's idempotence proves, through the driver as the platform runs it: with
+    the converged records gone, the same request goes through every role task again and the
+    only change on each member is its new record."""
+    env = cluster
+    assert _daemon_log_findings() == []
+    assert _on("old-w01", "stat -c '%U %a' /etc/munge/munge.key").split() == ["munge", "400"]
+    assert _on("old-w01", "ls /etc/slurm/slurm.conf 2>/dev/null || true") == ""
+    assert _on(
+        "old-ctl", "sacctmgr -n -P show assoc where cluster=old format=account,user,fairshare,qos"
+    ).split() == [
+        "root||1|normal",
+        "root|root|1|normal",
+        "default||1|normal",
+        "vision||10|gpu-small",
+        "vision|labuser|1|gpu-small",
+    ]
+    qos = "sacctmgr -n -P show qos where name=gpu-small format=maxtrespu,maxwall"
+    assert _on("old-ctl", qos).strip() == "gres/gpu=1|1-00:00:00"
+    partition = _on("old-ctl", "scontrol show partition h100")
+    assert "AllowAccounts=vision " in partition and "Nodes=(null)" in partition
+    config = _on("old-ctl", "scontrol show config")
+    assert re.search(r"^PriorityType\s+= priority/multifactor$", config, re.M)
+    assert re.search(r"^PriorityWeightQOS\s+= 2000$", config, re.M)
+
+    for host in ("old-ctl", "old-w01"):
+        _on(host, "rm /var/lib/slurm-app/converged")
+    ran = console_script("run", str(lab.lab_dir(SPEC.name) / "deploy.json"), env=env, timeout=1200)
+    events = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
+    assert ran.returncode == 0, events[-1]
+    changed = {(e["host"], e["task"]) for e in events if e["event"] == "host.changed"}
+    assert changed == {("old-ctl", "Write the record"), ("old-w01", "Write the record")}
+    assert events[-1]["result"]["changed"] == 2
+    assert _daemon_log_findings() == []
 
 
 def test_a_member_without_the_platform_mount_is_refused_before_anything_changes(cluster):

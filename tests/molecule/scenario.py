@@ -1,6 +1,6 @@
 """Runs one Molecule scenario (create, converge, idempotence, verify, destroy on real images)
-and checks what every scenario must show. The scenarios are split over two test files so the
-two test workers (pyproject's --dist loadfile) each take about half of them."""
+and checks what every scenario must show. Each scenario has its own test file, so the two test
+workers (pyproject's --dist loadfile) can take them side by side."""
 
 import os
 import subprocess
