@@ -97,6 +97,11 @@ class AppAdapter:
         counts no replacement done and every target that did not fail done."""
         return None
 
+    def hosts_left_out(self, request: OperationRequest, reported: dict[str, Any]) -> set[str]:
+        """Hosts the run went on without because they did not answer, where the operation
+        does not end their members (a start, stop or restart): those members are failed."""
+        return set()
+
     def previews(self, request: OperationRequest) -> bool:
         """Whether the request only previews its operation: the run must change nothing, and
         members and instance stay as they were."""

@@ -56,6 +56,8 @@ MONITORING_OPERATIONS = {
 }
 # The operations that prepare workers (slurm_worker's main): where the runtimes are installed.
 JOINING_OPERATIONS = {"deploy", "add_worker", "replace_worker"}
+# They go on without a worker whose host does not answer (preflight's slurm_app_may_be_gone)
+LIFECYCLE_OPERATIONS = {"start", "stop", "restart"}
 # Node states that mean a node cannot run jobs although nobody asked for it (a drain is asked).
 UNHEALTHY_NODE_STATES = {"down", "fail", "failing", "unknown", "future"}
 UNHEALTHY_NODE_FLAGS = {"not_responding", "fail", "invalid_reg"}
@@ -195,7 +197,16 @@ class SlurmReference(AppAdapter):
         # a deploy whose monitoring stack failed still made a cluster that runs jobs
         if reported.get("slurm_app_monitoring_failed"):
             return observed("degraded")
+        if self.hosts_left_out(request, reported):
+            if request.operation.type == "stop":
+                return InstanceStatus.STOPPED, Health.DEGRADED
+            return observed("degraded")
         return None
+
+    def hosts_left_out(self, request: OperationRequest, reported: dict[str, Any]) -> set[str]:
+        if request.operation.type in LIFECYCLE_OPERATIONS:
+            return set(reported.get("slurm_app_not_reached") or {})
+        return set()
 
     def hosts_done(self, request: OperationRequest, reported: dict[str, Any]) -> set[str] | None:
         # a worker reports its daemons only once it joined (add_worker, replace_worker's
@@ -216,6 +227,8 @@ class SlurmReference(AppAdapter):
         reported: dict[str, Any],
         failed: bool,
     ) -> dict[str, Any]:
+        if request.operation.type in LIFECYCLE_OPERATIONS:
+            return hosts_not_reached(reported, "not_reached")
         controller = reported.get("slurm_app_controller") or {}
         if not controller:
             return teardown_data(reported, self.previews(request))
@@ -285,12 +298,21 @@ def teardown_data(reported: dict[str, Any], preview: bool) -> dict[str, Any]:
         detail[kept] = kept_data(reported["slurm_app_kept"])
     # hosts a forced remove or a decommission left behind because they did not answer: their
     # packages, keys and data are still there, for the platform to reclaim or wipe
-    if reported.get("slurm_app_not_cleaned"):
-        detail["not_cleaned"] = [
-            {"host": host, "reason": reason}
-            for host, reason in sorted(reported["slurm_app_not_cleaned"].items())
-        ]
+    detail.update(hosts_not_reached(reported, "not_cleaned"))
     return detail
+
+
+def hosts_not_reached(reported: dict[str, Any], key: str) -> dict[str, Any]:
+    """The hosts the run left out because they did not answer, with the SSH error, under
+    `key` (none: nothing)."""
+    if not reported.get("slurm_app_not_reached"):
+        return {}
+    return {
+        key: [
+            {"host": host, "reason": reason}
+            for host, reason in sorted(reported["slurm_app_not_reached"].items())
+        ]
+    }
 
 
 # What a path left on the platform's storage holds, by its folder there (slurm_common's

@@ -499,6 +499,7 @@ def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, An
     done |= joining & (reported_done or set())
     done -= bad_hosts
     deliberate = _deliberate_error(plan, result.error) if failed else None
+    left_out = plan.adapter.hosts_left_out(request, reported)
     for member in request.members:
         status = member.status
         host = touched.get(member.allocation_id)
@@ -508,7 +509,7 @@ def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, An
         elif deliberate is not None:
             if member.allocation_id in targets and deliberate.target_status is not None:
                 status = deliberate.target_status
-        elif failed and host is not None and host in bad_hosts:
+        elif (failed and host is not None and host in bad_hosts) or host in left_out:
             status = MemberStatus.FAILED
         elif (not failed or (partly_done and host in done)) and changes and after is not None:
             status = after

@@ -781,9 +781,22 @@ def test_remove_worker_refuses_a_busy_node_unless_forced_and_cleans_the_host(dep
 
 
 def test_a_dead_worker_is_removed_only_when_forced_and_reported_not_cleaned(deployed):
-    """e2e-w03's container was killed (test_a_failed_join...): without force nothing changes;
-    forced, the controller forgets the node and its scrape target and the result says the host
-    kept everything (it could not be cleaned)."""
+    """e2e-w03's container was killed (test_a_failed_join...): a restart goes on without it
+    and fails its member; a remove without force changes nothing; forced, the controller
+    forgets the node and its scrape target and the result says the host kept everything (it
+    could not be cleaned)."""
+    code, result = operation(deployed, "restart")
+    assert code == 0, result
+    statuses = _member_statuses(result)
+    assert statuses.pop("e2e-worker-e2e-w03") == "failed"
+    assert set(statuses.values()) <= {"ready", "removed"}, statuses
+    assert (result["instance"]["status"], result["instance"]["health"]) == ("degraded", "degraded")
+    [left] = result["adapter_detail"]["not_reached"]
+    assert left["host"] == "e2e-w03" and (
+        "connect" in left["reason"] or "timed out" in left["reason"]
+    )
+    assert on("e2e-ctl", "sinfo -h -N -n e2e-w01,e2e-w02 -o %T").split() == ["idle", "idle"]
+
     config = _slurm_conf_sha()
     code, result = operation(deployed, "remove_worker", "e2e-w03")
     assert code == 1

@@ -24,12 +24,22 @@ def _statuses(result: Result) -> dict[str, str]:
     return {m.member_id: m.status.value for m in result.members}
 
 
-def _outcome(plan: RunPlan, failed_hosts=(), error: ErrorInfo | None = None, joined=()) -> Result:
+def _outcome(
+    plan: RunPlan,
+    failed_hosts=(),
+    error: ErrorInfo | None = None,
+    joined=(),
+    not_reached: dict[str, str] | None = None,
+) -> Result:
     """`joined`: the workers that reported their daemons (slurm_worker's report, which a
-    joining worker reaches only once it joined)."""
+    joining worker reaches only once it joined); `not_reached`: the hosts the preflight left
+    out, with the SSH error."""
     hosts = {h: HostStats(ok=1, failed=1 if h in failed_hosts else 0) for h in plan.inventory.hosts}
     result = Result(status="failed" if failed_hosts else "succeeded", hosts=hosts, error=error)
-    reported = {"slurm_app_workers": {host: {"node": host} for host in joined}}
+    reported = {
+        "slurm_app_workers": {host: {"node": host} for host in joined},
+        "slurm_app_not_reached": not_reached or {},
+    }
     _members(plan, result, bool(failed_hosts), reported)
     return result
 
@@ -203,6 +213,40 @@ def test_a_stop_changes_every_touched_member():
     result = _outcome(_plan("stop"))
     assert set(_statuses(result).values()) == {"stopped"}
     assert result.instance["status"] == "stopped"
+
+
+@pytest.mark.parametrize(
+    ("operation", "others", "instance"),
+    [
+        ("stop", "stopped", ("stopped", "degraded")),
+        ("start", "ready", ("degraded", "degraded")),
+        ("restart", "ready", ("degraded", "degraded")),
+    ],
+)
+def test_a_lifecycle_operation_goes_on_without_a_dead_worker_and_fails_its_member(
+    operation, others, instance
+):
+    plan = _plan(operation)
+    dead = plan.inventory.allocation_hosts[
+        next(m.allocation_id for m in plan.request.members if m.member_id == "m-w2")
+    ]
+    not_reached = {dead: "Failed to connect to the host via ssh: timed out"}
+    result = _outcome(plan, not_reached=not_reached)
+    statuses = _statuses(result)
+    assert statuses.pop("m-w2") == "failed"
+    assert set(statuses.values()) == {others}
+    assert (result.instance["status"], result.instance["health"]) == instance
+    reported = {"slurm_app_not_reached": not_reached}
+    assert plan.adapter.detail(plan.request, plan.inventory, reported, failed=False) == {
+        "not_reached": [{"host": dead, "reason": not_reached[dead]}]
+    }
+
+
+def test_a_decommission_still_removes_the_member_it_could_not_reach():
+    plan = _plan("decommission")
+    dead = next(iter(set(plan.inventory.hosts) - set(plan.inventory.groups["slurm_controller"])))
+    result = _outcome(plan, not_reached={dead: "timed out"})
+    assert set(_statuses(result).values()) == {"removed"}
 
 
 REPORT = {

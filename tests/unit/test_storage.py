@@ -94,7 +94,7 @@ def test_preview_and_teardown_name_what_goes_and_what_stays():
 def test_a_teardown_names_the_hosts_it_left_behind_and_why():
     reported = {
         "slurm_app_destroyed": {"ctl": [{"path": "/etc/munge", "bytes": 1}]},
-        "slurm_app_not_cleaned": {"w2": "no route to host", "w1": "timed out"},
+        "slurm_app_not_reached": {"w2": "no route to host", "w1": "timed out"},
     }
     for preview in (False, True):
         assert teardown_data(reported, preview)["not_cleaned"] == [
