@@ -4,8 +4,8 @@ multifactor priority and a partition of H100 nodes (none here, so an empty NodeS
 converge changes nothing but the converged records and leaves no warning in the daemons'
 logs; a host without the mount is refused before anything changes; nodes join and leave
 through the slurmctld restart path (a reconfigure after a node-count change kills 22.05's
-slurmctld); no slurmd restarts; a removed allocation joins again; a job's output on a worker
-is read everywhere and outlives the cluster."""
+slurmctld); no slurmd restarts; a removed allocation joins again with three new ones in one
+operation; a job's output on a worker is read everywhere and outlives the cluster."""
 
 import json
 import re
@@ -175,31 +175,26 @@ def test_add_remove_and_add_again_on_22_05(cluster):
     assert _on("old-ctl", "sinfo -h -N -o %N").split() == ["old-w01"]
     assert _slurmd_since() == since
 
-    # old-w02 joins again with old-w04 in one operation: one slurmctld restart for both
-    lab.add_host(SPEC.name, "old-w04")
+    # old-w02 joins again with three new hosts in one operation (k=4): one slurmctld restart
+    # for all of them, one readiness job over the four
+    joining = ["old-w02", "old-w04", "old-w05", "old-w06"]
+    for host in joining[1:]:
+        lab.add_host(SPEC.name, host)
     starts = _slurmctld_starts()
-    code, result = lab_operation(SPEC.name, env, "add_worker", ["old-w02", "old-w04"])
+    code, result = lab_operation(SPEC.name, env, "add_worker", joining)
     assert code == 0, result
     assert _slurmctld_starts() == starts + 1
-    assert result["adapter_detail"]["hosts_touched"] == ["old-ctl", "old-w02", "old-w04"]
-    assert result["adapter_detail"]["readiness"]["nodes"] == 2
+    assert result["adapter_detail"]["hosts_touched"] == ["old-ctl", *joining]
+    assert result["adapter_detail"]["readiness"]["nodes"] == 4
     statuses = {m["member_id"]: m["status"] for m in result["members"]}
-    assert (statuses["old-worker-old-w02"], statuses["old-worker-old-w04"]) == ("ready", "ready")
+    assert [statuses[f"old-worker-{host}"] for host in joining] == ["ready"] * 4
     assert _slurmd_since() == since
+    nodes = ["old-w01", *joining]
     assert _on("old-ctl", "sinfo -h -N -o '%N %T'").split() == [
-        "old-w01",
-        "idle",
-        "old-w02",
-        "idle",
-        "old-w04",
-        "idle",
+        word for node in nodes for word in (node, "idle")
     ]
     output = lab.test_job(SPEC.name)
-    assert sorted(line.split(": ", 1)[1] for line in output.splitlines()) == [
-        "old-w01",
-        "old-w02",
-        "old-w04",
-    ]
+    assert sorted(line.split(": ", 1)[1] for line in output.splitlines()) == nodes
 
     assert _on("old-ctl", "sinfo -h -n old-w02 -o %G").strip() == "gpu:1"
     prolog = "Prolog=/usr/local/libexec/slurm-app/gpu-job-map\n"
