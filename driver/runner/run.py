@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ansible_mitogen
 import psutil
 import yaml
 from ansible_runner.interface import init_runner
@@ -98,8 +99,13 @@ def count_plays(playbook: Path) -> int:
 
 # How a playbook marks a failure it reports on purpose: "[drain_timeout] node w01 still ...".
 DELIBERATE_ERROR = re.compile(r"\[(?P<code>[a-z][a-z_]{2,40})\]\s*")
-# What OpenSSH prints when a host's key is not the one known for it.
-HOST_KEY_SIGNS = ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED")
+# What OpenSSH, then Mitogen (through which the driver's runs connect), say when a host's key
+# is not the one known for it.
+HOST_KEY_SIGNS = (
+    "Host key verification failed",
+    "REMOTE HOST IDENTIFICATION HAS CHANGED",
+    "SSH reported an unrecognized or mismatching host key",
+)
 
 
 class _Collector:
@@ -272,6 +278,9 @@ def _remove_run_dir(private_dir: Path) -> None:
     shutil.rmtree(private_dir, ignore_errors=True)
 
 
+MITOGEN_STRATEGIES = Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"
+
+
 def playbook_environment(
     root: Path, private_dir: Path, control_dir: Path, binary: Path
 ) -> dict[str, str]:
@@ -303,6 +312,10 @@ def playbook_environment(
         # what ansible-runner needs to receive the events
         "ANSIBLE_CALLBACK_PLUGINS": get_callback_dir(),
         "ANSIBLE_STDOUT_CALLBACK": "awx_display",
+        # Mitogen keeps one Python per host for the run: a task is a call into it, not a new
+        # interpreter and a module copied over ssh. Operators and Molecule keep Ansible's own.
+        "ANSIBLE_STRATEGY_PLUGINS": str(MITOGEN_STRATEGIES),
+        "ANSIBLE_STRATEGY": "mitogen_linear",
     }
 
 
