@@ -10,6 +10,8 @@ from pathlib import Path
 import yaml
 from conftest import ROOT
 
+from driver.runner.run import MITOGEN_STRATEGIES
+
 
 def run_role_tasks(
     work: Path, role: str, tasks_from: str, extra: dict, address: str, times: int = 2
@@ -41,6 +43,8 @@ def run_role_tasks(
         "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_STRATEGY_PLUGINS": str(MITOGEN_STRATEGIES),
+        "ANSIBLE_STRATEGY": "mitogen_linear",
     }
     command = [
         str(Path(sys.executable).parent / "ansible-playbook"),
