@@ -9,6 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import ROOT, example
 
@@ -174,8 +175,13 @@ def short_state():
 
 
 def _start_local_run(
-    tmp_path: Path, marker: Path, state: Path, bundle: Path | None = None
+    tmp_path: Path,
+    marker: Path,
+    state: Path,
+    bundle: Path | None = None,
+    long_task: tuple[str, ...] = ("sleep", "8"),
 ) -> tuple[subprocess.Popen, dict]:
+    """The driver running `bundle`'s deploy, returned once `long_task`'s process runs."""
     path = _request(tmp_path)
     process = subprocess.Popen(
         [str(Path(sys.executable).parent / "slurm-app-driver"), "run", str(path)],
@@ -193,8 +199,24 @@ def _start_local_run(
         event = json.loads(line)
         if event["event"] == "task.started" and event["task"] == "Long task":
             break
-    time.sleep(2)  # the sleep is running on the control node now
+    _wait_for_descendant(process, long_task)
     return process, json.loads(path.read_text())
+
+
+def _wait_for_descendant(process: subprocess.Popen, argv: tuple[str, ...]) -> None:
+    """Until `argv` runs under `process`: a task's process starts a while after the task's
+    event (Mitogen's first task on a host also starts its interpreter there), longer on a
+    loaded machine."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for child in psutil.Process(process.pid).children(recursive=True):
+            try:
+                if tuple(child.cmdline()) == argv:
+                    return
+            except psutil.Error:
+                continue
+        time.sleep(0.2)
+    pytest.fail(f"{' '.join(argv)} did not start under the driver within 60 s")
 
 
 def _playbooks_of(state: Path) -> list[str]:
@@ -264,8 +286,9 @@ def test_the_next_run_waits_until_a_killed_runs_playbook_is_gone(
             "      changed_when: false\n"
         },
     )
-    process, request = _start_local_run(tmp_path, tmp_path / "unused", short_state, stubborn)
-    assert subprocess.run(["pgrep", "-xf", STUBBORN], check=False).returncode == 0
+    process, request = _start_local_run(
+        tmp_path, tmp_path / "unused", short_state, stubborn, tuple(STUBBORN.split())
+    )
     process.kill()
     process.wait(timeout=30)
     monkeypatch.setenv("SLURM_APP_STATE_DIR", str(short_state))
