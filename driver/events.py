@@ -67,6 +67,15 @@ class ErrorInfo(BaseModel):
     host: str | None = None
 
 
+def connection_reason(message: str) -> str:
+    """Why a host was not reached, on one line. Mitogen (the driver's connection) puts its own
+    words first and then ssh's stderr, up to 100 lines; the last of those names the cause."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else "unreachable"
+    return f"{lines[0]} … {lines[-1]}"
+
+
 class MemberResult(BaseModel):
     member_id: str | None
     component_key: str

@@ -14,7 +14,7 @@ import yaml
 from driver.apps.base import AppAdapter, OperationError, Violation, observed
 from driver.catalog import bundle_root
 from driver.documents import LinePath
-from driver.events import Health, InstanceStatus
+from driver.events import Health, InstanceStatus, connection_reason
 from driver.inventory import Inventory, apply_defaults
 from driver.models.manifest import Version
 from driver.models.request import MemberStatus, OperationRequest
@@ -309,7 +309,7 @@ def hosts_not_reached(reported: dict[str, Any], key: str) -> dict[str, Any]:
         return {}
     return {
         key: [
-            {"host": host, "reason": reason}
+            {"host": host, "reason": connection_reason(str(reason))}
             for host, reason in sorted(reported["slurm_app_not_reached"].items())
         ]
     }

@@ -33,6 +33,7 @@ from driver.events import (
     InstanceStatus,
     MemberResult,
     Result,
+    connection_reason,
 )
 from driver.inventory import Inventory, build_inventory, inventory_yaml
 from driver.models.manifest import Version
@@ -177,9 +178,10 @@ class _Collector:
             if host:
                 self.last_error[host] = error
         elif kind == "runner_on_unreachable":
-            message = f"{self.task}: {(data.get('res') or {}).get('msg', 'unreachable')}"
+            said = str((data.get("res") or {}).get("msg") or "")
+            message = f"{self.task}: {connection_reason(said)}"
             code = "host_unreachable"
-            if any(sign in message for sign in HOST_KEY_SIGNS):
+            if any(sign in said for sign in HOST_KEY_SIGNS):
                 code = "host_key_mismatch"
                 message = (
                     f"{self.task}: the host did not present the SSH host key the request "
@@ -278,7 +280,13 @@ def _remove_run_dir(private_dir: Path) -> None:
     shutil.rmtree(private_dir, ignore_errors=True)
 
 
-MITOGEN_STRATEGIES = Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"
+# Mitogen keeps one Python per host for the run: a task is a call into it, not a new
+# interpreter and a module copied over ssh. The driver's runs, the render tests and the
+# `monitoring` Molecule scenario use it; ansible.cfg (operators) keeps Ansible's own linear.
+MITOGEN_ENVIRONMENT = {
+    "ANSIBLE_STRATEGY_PLUGINS": str(Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"),
+    "ANSIBLE_STRATEGY": "mitogen_linear",
+}
 
 
 def playbook_environment(
@@ -312,10 +320,7 @@ def playbook_environment(
         # what ansible-runner needs to receive the events
         "ANSIBLE_CALLBACK_PLUGINS": get_callback_dir(),
         "ANSIBLE_STDOUT_CALLBACK": "awx_display",
-        # Mitogen keeps one Python per host for the run: a task is a call into it, not a new
-        # interpreter and a module copied over ssh. Operators and Molecule keep Ansible's own.
-        "ANSIBLE_STRATEGY_PLUGINS": str(MITOGEN_STRATEGIES),
-        "ANSIBLE_STRATEGY": "mitogen_linear",
+        **MITOGEN_ENVIRONMENT,
     }
 
 

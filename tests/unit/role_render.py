@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from conftest import ROOT
 
-from driver.runner.run import MITOGEN_STRATEGIES
+from driver.runner.run import MITOGEN_ENVIRONMENT
 
 
 def run_role_tasks(
@@ -43,8 +43,7 @@ def run_role_tasks(
         "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_FORCE_COLOR": "0",
-        "ANSIBLE_STRATEGY_PLUGINS": str(MITOGEN_STRATEGIES),
-        "ANSIBLE_STRATEGY": "mitogen_linear",
+        **MITOGEN_ENVIRONMENT,
     }
     command = [
         str(Path(sys.executable).parent / "ansible-playbook"),

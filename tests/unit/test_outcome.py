@@ -242,6 +242,28 @@ def test_a_lifecycle_operation_goes_on_without_a_dead_worker_and_fails_its_membe
     }
 
 
+def test_a_hosts_reason_is_one_line_with_what_ssh_said_last():
+    plan = _plan("restart")
+    dead = plan.inventory.allocation_hosts[
+        next(m.allocation_id for m in plan.request.members if m.member_id == "m-w2")
+    ]
+    # Mitogen's words, then ssh's stderr as it received it
+    said = (
+        "timed out waiting for ping module test: EOF on stream; last 100 lines received:\n"
+        "\r\n"
+        f"ssh: connect to host {dead} port 22: No route to host\r\n"
+    )
+    reported = {"slurm_app_not_reached": {dead: said}}
+    detail = plan.adapter.detail(plan.request, plan.inventory, reported, failed=False)
+    assert detail["not_reached"] == [
+        {
+            "host": dead,
+            "reason": "timed out waiting for ping module test: EOF on stream; last 100 lines "
+            f"received: … ssh: connect to host {dead} port 22: No route to host",
+        }
+    ]
+
+
 def test_a_decommission_still_removes_the_member_it_could_not_reach():
     plan = _plan("decommission")
     dead = next(iter(set(plan.inventory.hosts) - set(plan.inventory.groups["slurm_controller"])))

@@ -111,6 +111,9 @@ def test_unreachable_hosts_fail_the_operation(tmp_path):
     assert final["status"] == "failed"
     assert final["error"]["code"] == "host_unreachable"
     assert final["error"]["host"] in {"slurm-ctl", "gpu-01", "gpu-02"}
+    # ssh's cause, on the one line the platform shows (Mitogen sends up to 100 lines)
+    assert "\n" not in final["error"]["message"], final["error"]["message"]
+    assert "Could not resolve hostname" in final["error"]["message"], final["error"]["message"]
     assert final["instance"]["status"] == "failed"
     statuses = {m["member_id"]: m["status"] for m in final["members"]}
     assert statuses == {"m-ctl": "failed", "m-w1": "failed", "m-w2": "failed"}
