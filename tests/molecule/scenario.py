@@ -10,14 +10,17 @@ import pytest
 from conftest import OOD_UPSTREAM_CANDIDATES
 
 from driver.lab.images import build_image
+from driver.runner.run import MITOGEN_ENVIRONMENT
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO_TIMEOUT_S = 2400
 
 
-def run_scenario(scenario: str, distro: str, tmp_path: Path) -> None:
+def run_scenario(scenario: str, distro: str, tmp_path: Path, mitogen: bool = False) -> None:
+    """`mitogen`: on the driver's strategy instead of ansible.cfg's (the operators' default)."""
     env = {
         **os.environ,
+        **(MITOGEN_ENVIRONMENT if mitogen else {}),
         "SLURM_APP_MOLECULE_IMAGE": build_image(distro),
         "ANSIBLE_FORCE_COLOR": "0",
         "PY_COLORS": "0",

@@ -13,4 +13,4 @@ pytestmark = pytest.mark.containers
 
 
 def test_monitoring_scenario(docker_engine, tmp_path):
-    run_scenario("monitoring", "trixie", tmp_path)
+    run_scenario("monitoring", "trixie", tmp_path, mitogen=True)
