@@ -610,11 +610,14 @@ FAKE_SLURMD = {
 
 def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed, monkeypatch):
     """Unreachable, then failing while prepared, then failing after it was recorded while
-    e2e-w05 joins in the same operation; then repaired, the driver killed mid-join: the same
-    two targets converge in one run. Meanwhile e2e-w03's container is dead (killed once the
-    hosts this module adds later have their addresses: docker would give a later host the dead
-    one's, which the request would carry twice): no add waits on a worker it does not touch."""
-    for host in ("e2e-w04", "e2e-w05", "e2e-w06"):  # e2e-w06: the replace test's new worker
+    e2e-w05, e2e-w07 and e2e-w08 join in the same operation (k=4 on 24.11: one readiness job
+    over the three that joined); then repaired, the driver killed mid-join:
+    the same four targets converge in one run. Meanwhile e2e-w03's container is dead (killed
+    once the hosts this module adds later have their addresses: docker would give a later host
+    the dead one's, which the request would carry twice): no add waits on a worker it does not
+    touch."""
+    # e2e-w06: the replace test's new worker
+    for host in ("e2e-w04", "e2e-w05", "e2e-w06", "e2e-w07", "e2e-w08"):
         lab.add_host(SPEC.name, host)
     kill_host(SPEC.name, "e2e-w03")
     config = _slurm_conf_sha()
@@ -635,41 +638,44 @@ def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed
     assert "e2e-w04" not in on("e2e-ctl", "sinfo -h -N -o %N").split()
 
     on("e2e-w04", plant.format(FAKE_SLURMD["no_daemon"]))
-    both = ["e2e-w04", "e2e-w05"]
-    code, result = operation(deployed, "add_worker", both, wait_idle_timeout_s=10)
+    four = ["e2e-w04", "e2e-w05", "e2e-w07", "e2e-w08"]
+    joined = four[1:]
+    # e2e-w04 fails at its start (no unit); the three others must reach idle on a busy machine
+    code, result = operation(deployed, "add_worker", four, wait_idle_timeout_s=120)
     assert code == 1
     assert result["error"]["host"] == "e2e-w04"
     assert "left DOWN" in result["error"]["message"]
     assert result["error"]["message"].endswith(
-        "failed on 1 of 2 targets (e2e-w04), done on e2e-w05"
+        "failed on 1 of 4 targets (e2e-w04), done on e2e-w05, e2e-w07, e2e-w08"
     ), result["error"]
     statuses = _member_statuses(result)
-    assert (statuses["e2e-worker-e2e-w04"], statuses["e2e-worker-e2e-w05"]) == ("failed", "ready")
+    assert [statuses[f"e2e-worker-{host}"] for host in four] == ["failed"] + ["ready"] * 3
     assert (result["instance"]["status"], result["instance"]["health"]) == ("running", "degraded")
-    assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl", *both]
-    # one readiness job over the node that joined, not the one left DOWN
-    assert {r["node_list"] for r in result["adapter_detail"]["readiness"]["accounting_record"]} == {
-        "e2e-w05"
-    }
+    assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl", *four]
+    # one readiness job over the nodes that joined, not the one left DOWN
+    readiness = result["adapter_detail"]["readiness"]
+    assert readiness["nodes"] == 3, readiness
     state = on("e2e-ctl", "sinfo -h -N -n e2e-w04 -o '%T|%E'").strip()
     assert state.startswith("down") and "add_worker failed" in state, state
-    assert on("e2e-ctl", "sinfo -h -N -n e2e-w05 -o %T").strip() == "idle"
+    assert on("e2e-ctl", f"sinfo -h -N -n {','.join(joined)} -o %T").split() == ["idle"] * 3
     assert on("e2e-ctl", "ls /etc/prometheus/slurm-app-targets").split() == [
         "e2e-ctl.yml",
         "e2e-w01.yml",
         "e2e-w02.yml",
         "e2e-w03.yml",
         "e2e-w05.yml",
+        "e2e-w07.yml",
+        "e2e-w08.yml",
     ]
 
     on("e2e-w04", "rm /usr/sbin/slurmd")
     _killed_while_recording_the_node(deployed, "e2e-w04", monkeypatch)
-    code, result = operation(deployed, "add_worker", both, wait_idle_timeout_s=120)
+    code, result = operation(deployed, "add_worker", four, wait_idle_timeout_s=120)
     assert code == 0, result
-    assert on("e2e-ctl", "sinfo -h -N -n e2e-w04,e2e-w05 -o %T").split() == ["idle", "idle"]
-    assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl", *both]
+    assert on("e2e-ctl", f"sinfo -h -N -n {','.join(four)} -o %T").split() == ["idle"] * 4
+    assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl", *four]
     statuses = _member_statuses(result)
-    assert (statuses["e2e-worker-e2e-w04"], statuses["e2e-worker-e2e-w05"]) == ("ready", "ready")
+    assert [statuses[f"e2e-worker-{host}"] for host in four] == ["ready"] * 4
 
 
 def _killed_while_recording_the_node(deployed, host: str, monkeypatch) -> None:
@@ -812,12 +818,20 @@ def test_a_dead_worker_is_removed_only_when_forced_and_reported_not_cleaned(depl
     [left] = result["adapter_detail"]["not_cleaned"]
     assert left["host"] == "e2e-w03" and "destroyed" not in result["adapter_detail"]
     assert "connect" in left["reason"] or "timed out" in left["reason"], left
-    assert on("e2e-ctl", "sinfo -h -N -o %N").split() == ["e2e-w01", "e2e-w02", "e2e-w06"]
+    assert on("e2e-ctl", "sinfo -h -N -o %N").split() == [
+        "e2e-w01",
+        "e2e-w02",
+        "e2e-w06",
+        "e2e-w07",
+        "e2e-w08",
+    ]
     assert on("e2e-ctl", "ls /etc/prometheus/slurm-app-targets").split() == [
         "e2e-ctl.yml",
         "e2e-w01.yml",
         "e2e-w02.yml",
         "e2e-w06.yml",
+        "e2e-w07.yml",
+        "e2e-w08.yml",
     ]
     assert _prometheus_started() == prometheus_started
 
@@ -859,10 +873,10 @@ def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
     assert held["/var/lib/mysql"].startswith("accounting database")
     assert held["/home/labuser"].startswith("home directory")
     assert held["/var/lib/prometheus"] == "Prometheus's metrics history"
-    assert set(destroyed) == {"e2e-ctl", "e2e-w01", "e2e-w06"}
+    assert set(destroyed) == {"e2e-ctl", "e2e-w01", "e2e-w06", "e2e-w07", "e2e-w08"}
     [left] = result["adapter_detail"]["not_cleaned"]
     assert left["host"] == "e2e-w02" and left["reason"], left
-    for host in ("e2e-ctl", "e2e-w01", "e2e-w06"):
+    for host in ("e2e-ctl", "e2e-w01", "e2e-w06", "e2e-w07", "e2e-w08"):
         packages = on(host, "dpkg -l | grep -iE 'slurm|munge|mariadb|mysql|prometheus' || true")
         assert packages.strip() == "", (host, packages)
         left = on(host, f"ls -d {TEARDOWN_PATHS} 2>/dev/null || true")
