@@ -6,14 +6,19 @@ process called by its full path with a minimal environment (as the platform call
 - k=1: one new host joins (operation.target);
 - k=K (default 8): K new hosts join in one operation (operation.targets);
 
-so T(K)/T(1) and the hosts touched come from the same machine in the same run. Serial joins of
+so T(K)/T(1) and the hosts touched come from the same machine in the same run. With
+--preinstalled, each new host gets the packages a worker needs (slurm_common's, slurm_worker's
+and node_exporter) before its join is timed, installed with their units masked and left
+stopped, as on an image with the packages baked in: the join is then the configuration, the
+key, the starts and the controller's change, and every lab host's dpkg work (on the same 2
+CPUs) is out of the ratio. Serial joins of
 K hosts would cost about K x T(1); the table shows that beside the measured bulk join, how
 busy the machine's CPUs were during each join (from /proc/stat: every lab host is a container
 on the same CPUs, so a join of K hosts does K hosts' work on them) and the CPU seconds of the
 control side alone (the driver, ansible-playbook, its forks and their ssh clients: what the
 platform's own host spends, whatever the workers' CPUs).
 
-Usage: python -m bench.bulk_add [--distro trixie] [--k 8] [--keep] [--json FILE]
+Usage: python -m bench.bulk_add [--distro trixie] [--k 8] [--preinstalled] [--keep] [--json FILE]
 The lab is named `bulk`; it is removed at the end unless --keep.
 """
 
@@ -24,8 +29,19 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from bench import markdown
-from bench.member_operations import DRIVER, PLATFORM_ENV, driver, result_of, slowest_tasks
+from bench.member_operations import (
+    DRIVER,
+    PLATFORM_ENV,
+    ROOT,
+    driver,
+    on_host,
+    result_of,
+    slowest_tasks,
+    worker_packages,
+)
 from driver.lab.lab import lab_dir
 
 LAB = "bulk"
@@ -45,10 +61,33 @@ def control_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def join(hosts: list[str]) -> dict[str, Any]:
-    """Start the hosts, then join them in one add_worker; the operation's figures."""
+# Every unit the packages ship that would start on install: masked, so none starts with the
+# package's defaults (slurmd's would retry DNS for 90 s), then unmasked and left stopped.
+PREINSTALLED_UNITS = ("munge", "slurmd", "prometheus-node-exporter")
+
+
+def preinstall(host: str, distro: str) -> None:
+    """The worker's packages on the host, stopped, untimed (an image with them baked in)."""
+    monitoring = yaml.safe_load((ROOT / "roles/monitoring/vars/Debian.yml").read_text())
+    exporter = monitoring["__monitoring_node_exporter_package"]
+    packages = " ".join([*worker_packages(distro), exporter])
+    masks = " ".join(f"/etc/systemd/system/{unit}.service" for unit in PREINSTALLED_UNITS)
+    on_host(
+        LAB,
+        host,
+        f"set -e; for m in {masks}; do ln -sf /dev/null $m; done; "
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
+        f"{packages} >/dev/null; rm -f {masks}; systemctl daemon-reload",
+    )
+
+
+def join(hosts: list[str], preinstalled_on: str | None = None) -> dict[str, Any]:
+    """Start the hosts (with the packages of `preinstalled_on`'s workers already on them, if
+    given), then join them in one add_worker; the operation's figures."""
     for host in hosts:
         driver("lab", "add-host", host, "--name", LAB)
+        if preinstalled_on:
+            preinstall(host, preinstalled_on)
     targets = [argument for host in hosts for argument in ("--target", host)]
     busy_before, total_before = cpu_ticks()
     control_before = control_cpu_s()
@@ -102,14 +141,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--distro", default="trixie")
     parser.add_argument("--k", type=int, default=8, help="hosts joined in the bulk operation")
+    parser.add_argument(
+        "--preinstalled",
+        action="store_true",
+        help="the new hosts already hold the worker's packages (untimed), as on a baked image",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the lab running")
     parser.add_argument("--json", help="also write the measurements here")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     try:
         driver("lab", "up", "--name", LAB, "--workers", "1", "--distro", args.distro)
-        rows.append(join([f"{LAB}-w02"]))
-        rows.append(join([f"{LAB}-w{index:02d}" for index in range(3, 3 + args.k)]))
+        baked = args.distro if args.preinstalled else None
+        rows.append(join([f"{LAB}-w02"], baked))
+        rows.append(join([f"{LAB}-w{index:02d}" for index in range(3, 3 + args.k)], baked))
     finally:
         if not args.keep:
             subprocess.run(
