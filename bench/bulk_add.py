@@ -61,17 +61,17 @@ def control_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-# Every unit the packages ship that would start on install: masked, so none starts with the
-# package's defaults (slurmd's would retry DNS for 90 s), then unmasked and left stopped.
-PREINSTALLED_UNITS = ("munge", "slurmd", "prometheus-node-exporter")
-
-
 def preinstall(host: str, distro: str) -> None:
-    """The worker's packages on the host, stopped, untimed (an image with them baked in)."""
+    """The worker's packages on the host, stopped, untimed (an image with them baked in).
+    Every unit they ship that would start on install is masked for it, so none starts on the
+    package's defaults (slurmd's would retry DNS for 90 s), then unmasked and left stopped."""
     monitoring = yaml.safe_load((ROOT / "roles/monitoring/vars/Debian.yml").read_text())
-    exporter = monitoring["__monitoring_node_exporter_package"]
-    packages = " ".join([*worker_packages(distro), exporter])
-    masks = " ".join(f"/etc/systemd/system/{unit}.service" for unit in PREINSTALLED_UNITS)
+    packages = " ".join(
+        [*worker_packages(distro), monitoring["__monitoring_node_exporter_package"]]
+    )
+    # the roles name munge's and slurmd's units literally; the exporter's is in its vars
+    units = ("munge", "slurmd", monitoring["__monitoring_node_exporter_unit"])
+    masks = " ".join(f"/etc/systemd/system/{unit}.service" for unit in units)
     on_host(
         LAB,
         host,
