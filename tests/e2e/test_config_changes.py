@@ -189,6 +189,8 @@ def test_a_rerun_skips_the_converge_until_a_member_drifts(cluster):
 
 
 MONITORING_PACKAGES = "dpkg -l | grep -E 'prometheus' || true"
+# An APT pin that leaves the package without an installation candidate.
+NO_ALERTMANAGER = "Package: prometheus-alertmanager\\nPin: release *\\nPin-Priority: -1\\n"
 
 
 def test_monitoring_turned_off_removes_the_stack_and_on_brings_it_back(cluster):
@@ -207,10 +209,27 @@ def test_monitoring_turned_off_removes_the_stack_and_on_brings_it_back(cluster):
     # the cluster itself was left alone: no readiness job needed a new proof
     assert result["adapter_detail"]["readiness"]["reused"] is True
 
+    # Back on, with Alertmanager unavailable from the controller's repositories: the member's
+    # packages install in one apt transaction, which then fails; the required ones install
+    # without monitoring's, node_exporter installs alone, and monitoring degrades, naming apt's
+    # reason. The cluster is untouched.
     request["instance"]["config"]["monitoring"] = {"enabled": True}
     path.write_text(json.dumps(request))
+    _on_controller(f"printf '{NO_ALERTMANAGER}' > /etc/apt/preferences.d/no-alertmanager")
+    try:
+        code, result = run_request(path, env)
+    finally:
+        _on_controller("rm /etc/apt/preferences.d/no-alertmanager")
+    assert code == 0 and result["instance"]["health"] == "degraded", result
+    problems = result["adapter_detail"]["health"]["problems"]
+    assert problems[0].startswith("monitoring: cfg-ctl: Install the packages"), problems
+    assert "prometheus-alertmanager" in problems[0], problems
+    assert _on_controller("systemctl is-active prometheus-node-exporter").strip() == "active"
+    assert result["adapter_detail"]["readiness"]["reused"] is True
+
     code, result = run_request(path, env)
     assert code == 0, result
+    assert result["instance"]["health"] == "healthy", result["adapter_detail"]["health"]
     monitoring = result["adapter_detail"]["monitoring"]
     assert monitoring["services"] == {
         "prometheus": "running",

@@ -228,7 +228,7 @@ def test_second_identical_run_changes_nothing(deployed):
     assert result["changed"] == 0, result["hosts"]
     # nothing drifted: the converge is skipped, the readiness proof stands, the report is whole
     started = {e["task"] for e in run if e["event"] == "task.started"}
-    assert "Install munge and the Slurm client" not in started
+    assert "Read which of the host's packages are installed" not in started
     assert result["adapter_detail"]["readiness"]["reused"] is True
     assert result["adapter_detail"]["health"]["classification"] == "healthy"
     assert set(result["adapter_detail"]["daemon_versions"]["slurmd"]) == {"e2e-w01", "e2e-w02"}
@@ -536,7 +536,7 @@ def test_rotate_munge_key_keeps_jobs_running_and_the_next_deploy_converged(deplo
     final = events(again.stdout)[-1]["result"]
     assert again.returncode == 0 and final["changed"] == 0, final["hosts"]
     started = {e["task"] for e in events(again.stdout) if e["event"] == "task.started"}
-    assert "Install munge and the Slurm client" not in started
+    assert "Read which of the host's packages are installed" not in started
 
     platform_key = lab.key_dir(SPEC.name) / "munge.key"
     platform_key.touch(mode=0o600)
@@ -596,11 +596,13 @@ def test_add_worker_touches_only_the_controller_and_the_new_worker(deployed):
 
 
 # What a worker's slurmd answers when its host is broken on purpose: `slurmd -C` fails (the
-# join fails while the worker is prepared), or it answers but no slurmd unit exists (the join
-# fails after the node was recorded on the controller).
+# join fails while the worker is prepared), or it answers but the daemon exits at once (the
+# join fails after the node was recorded on the controller). On Debian 13 /usr/sbin/slurmd is
+# an alternatives link, which dpkg leaves alone where a real file stands: the slurmd package
+# installs beside the fake, and the repair points the link back.
 FAKE_SLURMD = {
     "fails_detection": "#!/bin/sh\nexit 1\n",
-    "no_daemon": (
+    "exits_at_start": (
         '#!/bin/sh\ncase "$1" in\n'
         "-C) echo 'NodeName=e2e-w04 CPUs=1 Boards=1 SocketsPerBoard=1 CoresPerSocket=1 "
         "ThreadsPerCore=1 RealMemory=1000';;\n-V) echo 'slurm 24.11.5';;\n*) exit 1;;\nesac\n"
@@ -637,10 +639,11 @@ def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed
     assert _slurm_conf_sha() == config, "the controller's configuration changed"
     assert "e2e-w04" not in on("e2e-ctl", "sinfo -h -N -o %N").split()
 
-    on("e2e-w04", plant.format(FAKE_SLURMD["no_daemon"]))
+    on("e2e-w04", plant.format(FAKE_SLURMD["exits_at_start"]))
     four = ["e2e-w04", "e2e-w05", "e2e-w07", "e2e-w08"]
     joined = four[1:]
-    # e2e-w04 fails at its start (no unit); the three others must reach idle on a busy machine
+    # e2e-w04 fails at its start (slurmd exits); the three others must reach idle on a busy
+    # machine
     code, result = operation(deployed, "add_worker", four, wait_idle_timeout_s=120)
     assert code == 1
     assert result["error"]["host"] == "e2e-w04"
@@ -668,7 +671,7 @@ def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed
         "e2e-w08.yml",
     ]
 
-    on("e2e-w04", "rm /usr/sbin/slurmd")
+    on("e2e-w04", "rm /usr/sbin/slurmd && update-alternatives --auto slurmd")
     _killed_while_recording_the_node(deployed, "e2e-w04", monkeypatch)
     code, result = operation(deployed, "add_worker", four, wait_idle_timeout_s=120)
     assert code == 0, result

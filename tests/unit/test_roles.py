@@ -8,6 +8,8 @@ import pytest
 import yaml
 from conftest import ROOT
 
+from driver.apps.slurm_reference import role_filters
+
 ROLES = sorted(p for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir())
 # Task fragments that mean the task handles key material.
 SECRET_MARKERS = (
@@ -276,3 +278,71 @@ def test_the_converge_reading_covers_every_package_and_unit_the_roles_install():
     }
     assert installed - managed_packages == set()
     assert units - managed_units == set()
+
+
+DPKG = [
+    "munge ii ",
+    "slurm-client ii ",
+    "slurmd un ",  # known to dpkg, never installed
+    "prometheus-node-exporter rc ",  # removed, its configuration left
+]
+SETS = [
+    {"packages": ["munge", "slurm-client"]},
+    {"packages": ["slurmd", "munge"], "units": ["slurmd"]},
+    {
+        "packages": ["prometheus-node-exporter"],
+        "units": ["prometheus-node-exporter"],
+        "optional": True,
+    },
+]
+
+
+@pytest.mark.parametrize(
+    ("dpkg", "with_optional", "plan"),
+    [
+        (
+            DPKG,
+            True,
+            {
+                "packages": ["slurmd", "prometheus-node-exporter"],
+                "units": ["slurmd", "prometheus-node-exporter"],
+                "wanted": ["munge", "slurm-client", "slurmd", "prometheus-node-exporter"],
+            },
+        ),
+        # an optional set that failed: the others without it
+        (
+            DPKG,
+            False,
+            {
+                "packages": ["slurmd"],
+                "units": ["slurmd"],
+                "wanted": ["munge", "slurm-client", "slurmd"],
+            },
+        ),
+        # a re-run: nothing to install, and no running daemon's unit is masked
+        (
+            [*DPKG[:2], "slurmd ii ", "prometheus-node-exporter ii "],
+            True,
+            {
+                "packages": [],
+                "units": [],
+                "wanted": ["munge", "slurm-client", "slurmd", "prometheus-node-exporter"],
+            },
+        ),
+        # only the exporter missing: only its unit is masked
+        (
+            [*DPKG[:2], "slurmd ii "],
+            True,
+            {
+                "packages": ["prometheus-node-exporter"],
+                "units": ["prometheus-node-exporter"],
+                "wanted": ["munge", "slurm-client", "slurmd", "prometheus-node-exporter"],
+            },
+        ),
+    ],
+)
+def test_one_transaction_installs_what_dpkg_lacks_and_masks_only_those_sets_units(
+    dpkg, with_optional, plan
+):
+    packages = role_filters("slurm_packages")
+    assert packages.slurm_install_plan(SETS, dpkg, with_optional=with_optional) == plan
