@@ -8,8 +8,11 @@ platform calls it):
 - status at 3 and at 6 workers;
 - add_worker as the cluster grows from 3 to 7 workers, and on a second lab with 1 worker, so
   the cost with 1 and with 6 existing workers comes from one run;
-- the floor: the joined node's packages installed again and slurmd started, alone, until
-  slurmctld schedules on it (what no tool can avoid on this image).
+- the floors, beside the steps they bound (what no tool can avoid on this image): every
+  member's packages installed at once on fresh hosts, one apt transaction each (deploy); one
+  SSH round trip per member at once that reads every unit the status reads, and the node
+  states on the controller (the unchanged re-run and status); the joined node's packages
+  installed again and slurmd started, alone, until slurmctld schedules on it (add_worker).
 
 Usage: python -m bench.member_operations [--distro bookworm] [--keep]
 The labs are named `bench` and `benchone`; they are removed at the end unless --keep.
@@ -24,6 +27,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +35,48 @@ import yaml
 
 from bench import markdown
 from driver.lab.distros import distro
-from driver.lab.lab import controller_container, host_container, lab_dir
+from driver.lab.lab import controller_container, host_container, key_dir, lab_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = Path(sys.executable).parent / "slurm-app-driver"
 PLATFORM_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": os.environ.get("HOME", "/root")}
 
 
-def worker_packages(codename: str) -> list[str]:
+def _role_vars(role: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((ROOT / "roles" / role / "vars/Debian.yml").read_text())
+    return loaded
+
+
+def worker_packages(codename: str, monitoring: bool = False) -> list[str]:
     """What the roles install on a worker of this release (slurm_common's and slurm_worker's
-    package lists): the floor installs the same set."""
-    common = yaml.safe_load((ROOT / "roles/slurm_common/vars/Debian.yml").read_text())
-    worker = yaml.safe_load((ROOT / "roles/slurm_worker/vars/Debian.yml").read_text())
+    package lists, and monitoring's node_exporter): the floors install the same set."""
+    common, worker = _role_vars("slurm_common"), _role_vars("slurm_worker")
     release = common["__slurm_common_release_packages"].get(distro(codename).debian_version, [])
-    return [*common["__slurm_common_packages"], *release, *worker["__slurm_worker_packages"]]
+    exporter = (
+        [_role_vars("monitoring")["__monitoring_node_exporter_package"]] if monitoring else []
+    )
+    return [
+        *common["__slurm_common_packages"],
+        *release,
+        *worker["__slurm_worker_packages"],
+        *exporter,
+    ]
+
+
+def controller_packages(codename: str) -> list[str]:
+    """What the roles install on a separate controller with accounting and monitoring."""
+    common, controller = _role_vars("slurm_common"), _role_vars("slurm_controller")
+    monitoring = _role_vars("monitoring")
+    release = common["__slurm_common_release_packages"].get(distro(codename).debian_version, [])
+    return [
+        *common["__slurm_common_packages"],
+        *release,
+        *controller["__slurm_controller_packages"],
+        *controller["__slurm_controller_task_packages"],
+        *controller["__slurm_controller_accounting_packages"],
+        monitoring["__monitoring_node_exporter_package"],
+        *monitoring["__monitoring_prometheus_packages"],
+    ]
 
 
 def driver(*argv: str) -> float:
@@ -129,6 +161,88 @@ def floor(lab: str, host: str, packages: list[str]) -> float:
         time.sleep(0.2)
 
 
+def deploy_floor(lab: str, codename: str, workers: int) -> float:
+    """Fresh hosts of the lab's image, one per member of the deploy, each given its member's
+    packages in one apt transaction, all at once (postinsts start what they start; nothing is
+    configured): the install a deploy cannot avoid on these shared CPUs."""
+    hosts = [f"{lab}-f{index:02d}" for index in range(1, workers + 2)]
+    for host in hosts:
+        driver("lab", "add-host", host, "--name", lab)
+    sets = [controller_packages(codename)] + [worker_packages(codename, monitoring=True)] * workers
+    install = "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
+    started = time.perf_counter()
+    with ThreadPoolExecutor(len(hosts)) as pool:
+        list(pool.map(lambda h, p: on_host(lab, h, install + " ".join(p)), hosts, sets))
+    return time.perf_counter() - started
+
+
+def read_floor(lab: str, repeat: int = 3) -> float:
+    """One SSH session per member, all at once, each a fresh ssh process as the driver opens
+    them: every unit the status reads, and on the controller the node states and slurmctld's
+    answer. Any run that reads every member costs at least this; best of `repeat`."""
+    key = key_dir(lab) / "id_ed25519"
+    folder = lab_dir(lab)
+    recorded = folder / "members.json"  # the members as the last operation left them
+    members = json.loads(
+        recorded.read_text() if recorded.is_file() else (folder / "deploy.json").read_text()
+    )
+    members = members if isinstance(members, list) else members["members"]
+    allocations = {a["id"]: a for a in json.loads((folder / "allocations.json").read_text())}
+    addresses = {
+        allocations[m["allocation_id"]]["hostname"]: allocations[m["allocation_id"]]["address"]
+        for m in members
+        if m.get("status") != "removed"
+    }
+    worker_units = "munge slurmd prometheus-node-exporter"
+    controller = (
+        "systemctl is-active munge slurmctld slurmdbd mariadb prometheus prometheus-alertmanager"
+        " slurm-app-exporter prometheus-node-exporter; sinfo -h -N -o '%N %T'; scontrol ping"
+    )
+
+    def read(host: str) -> None:
+        command = controller if host == f"{lab}-ctl" else f"systemctl is-active {worker_units}"
+        subprocess.run(
+            [
+                "ssh",
+                "-i",
+                str(key),
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+                "-o",
+                "LogLevel=ERROR",
+                f"root@{addresses[host]}",
+                command,
+            ],
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        with ThreadPoolExecutor(len(addresses)) as pool:
+            list(pool.map(read, addresses))
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def floor_row(step: str, seconds: float, hosts: int) -> dict[str, Any]:
+    return {
+        "step": step,
+        "wall_s": round(seconds, 1),
+        "duration_s": "",
+        "changed": "",
+        "hosts_touched": hosts,
+        "tasks": "",
+        "slowest": [],
+    }
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     columns = ["step", "wall s", "operation s", "changes", "hosts touched", "tasks"]
     lines = [markdown.header([*columns, "slowest tasks (s)"], text={"step", "slowest tasks (s)"})]
@@ -172,6 +286,9 @@ def main() -> None:
         )
         rows.append({"step": "deploy again (no-op)", **operation("bench", "deploy")})
         rows.append({"step": "status, 3 workers", **operation("bench", "status")})
+        rows.append(
+            floor_row("floor: one SSH read per member at once, 3 workers", read_floor("bench"), 4)
+        )
         for index in range(4, 8):
             host = f"bench-w{index:02d}"
             driver("lab", "add-host", host, "--name", "bench")
@@ -179,20 +296,17 @@ def main() -> None:
             rows.append({"step": f"add_worker with {index - 1} existing workers", **row})
             if index == 6:
                 rows.append({"step": "status, 6 workers", **operation("bench", "status")})
+                rows.append(
+                    floor_row(
+                        "floor: one SSH read per member at once, 6 workers", read_floor("bench"), 7
+                    )
+                )
         rows.append(
             {"step": "add_worker again, same request", **operation("bench", "add_worker", host)}
         )
         floor_s = floor("bench", host, worker_packages(args.distro))
         rows.append(
-            {
-                "step": "floor: packages and slurmd start alone, until schedulable",
-                "wall_s": round(floor_s, 1),
-                "duration_s": "",
-                "changed": "",
-                "hosts_touched": 1,
-                "tasks": "",
-                "slowest": [],
-            }
+            floor_row("floor: packages and slurmd start alone, until schedulable", floor_s, 1)
         )
         driver("lab", "up", "--name", "benchone", "--workers", "1", "--distro", args.distro)
         driver("lab", "add-host", "benchone-w02", "--name", "benchone")
@@ -201,6 +315,16 @@ def main() -> None:
                 "step": "add_worker with 1 existing worker (second lab)",
                 **operation("benchone", "add_worker", "benchone-w02"),
             }
+        )
+        # last, so that the daemons the packages' postinsts start load nothing timed; shown
+        # beside the deploy
+        rows.insert(
+            1,
+            floor_row(
+                "floor: every member's packages at once, fresh hosts",
+                deploy_floor("bench", args.distro, 3),
+                4,
+            ),
         )
     finally:
         if not args.keep:
