@@ -554,6 +554,12 @@ def _slurm_conf_sha() -> str:
     return on("e2e-ctl", "sha256sum /etc/slurm/slurm.conf").split()[0]
 
 
+def _reconfigures() -> int:
+    """How many reconfigure requests slurmctld has processed (one log line each on 24.11)."""
+    log = on("e2e-ctl", "cat /var/log/slurm/slurmctld.log")
+    return log.count("Processing Reconfiguration Request")
+
+
 def _slurmd_since(host: str) -> str:
     return on(host, "systemctl show -p ActiveEnterTimestamp slurmd").strip()
 
@@ -612,12 +618,12 @@ FAKE_SLURMD = {
 
 def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed, monkeypatch):
     """Unreachable, then failing while prepared, then failing after it was recorded while
-    e2e-w05, e2e-w07 and e2e-w08 join in the same operation (k=4 on 24.11: one readiness job
-    over the three that joined); then repaired, the driver killed mid-join:
-    the same four targets converge in one run. Meanwhile e2e-w03's container is dead (killed
-    once the hosts this module adds later have their addresses: docker would give a later host
-    the dead one's, which the request would carry twice): no add waits on a worker it does not
-    touch."""
+    e2e-w05, e2e-w07 and e2e-w08 join in the same operation (k=4 on 24.11: one reconfigure for
+    the four, one readiness job over the three that joined); then repaired, the driver killed
+    mid-join: the same four targets converge in one run. Meanwhile e2e-w03's container is dead
+    (killed once the hosts this module adds later have their addresses: docker would give a
+    later host the dead one's, which the request would carry twice): no add waits on a worker
+    it does not touch."""
     # e2e-w06: the replace test's new worker
     for host in ("e2e-w04", "e2e-w05", "e2e-w06", "e2e-w07", "e2e-w08"):
         lab.add_host(SPEC.name, host)
@@ -644,8 +650,11 @@ def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed
     joined = four[1:]
     # e2e-w04 fails at its start (slurmd exits); the three others must reach idle on a busy
     # machine
+    reconfigures = _reconfigures()
     code, result = operation(deployed, "add_worker", four, wait_idle_timeout_s=120)
     assert code == 1
+    # the four nodes recorded in one change: one reconfigure for all of them
+    assert _reconfigures() == reconfigures + 1
     assert result["error"]["host"] == "e2e-w04"
     assert "left DOWN" in result["error"]["message"]
     assert result["error"]["message"].endswith(
