@@ -69,14 +69,20 @@ def _roles_of(playbook) -> set[str]:
     return roles
 
 
+TASK_FILE_ACTIONS = ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks")
+ROLE_ACTIONS = ("ansible.builtin.include_role", "ansible.builtin.import_role")
+
+
 def _playbook_tasks(playbook, tasks: list) -> list:
-    """A play's tasks, blocks opened and the playbooks' own task files (include_tasks) followed."""
+    """A play's tasks, blocks opened and the playbooks' own task files (included or imported)
+    followed."""
     flat = []
     for task in _flat(tasks):
         flat.append(task)
-        if "ansible.builtin.include_tasks" in task:
-            included = playbook.parent / task["ansible.builtin.include_tasks"]
-            flat += _playbook_tasks(included, yaml.safe_load(included.read_text()))
+        for action in TASK_FILE_ACTIONS:
+            if action in task:
+                included = playbook.parent / task[action]
+                flat += _playbook_tasks(included, yaml.safe_load(included.read_text()))
     return flat
 
 
@@ -236,8 +242,8 @@ def test_a_cohosted_portal_is_the_controller(monkeypatch, tmp_path, upper):
 
 
 READ_ONLY_ACTIONS = {
-    "ansible.builtin.include_role",
-    "ansible.builtin.include_tasks",
+    *TASK_FILE_ACTIONS,
+    *ROLE_ACTIONS,
     "ansible.builtin.include_vars",
     "ansible.builtin.set_fact",
     "ansible.builtin.set_stats",
@@ -256,11 +262,17 @@ def _task_files(role: str, tasks_from: str):
     path = ROOT / "roles" / role / "tasks" / f"{tasks_from}.yml"
     for task in _flat(yaml.safe_load(path.read_text()) or []):
         yield role, task
-        if "ansible.builtin.include_tasks" in task:
-            yield from _task_files(role, task["ansible.builtin.include_tasks"].removesuffix(".yml"))
-        if "ansible.builtin.include_role" in task:
-            include = task["ansible.builtin.include_role"]
-            yield from _task_files(include["name"], include.get("tasks_from", "main"))
+        for action in TASK_FILE_ACTIONS:
+            if action in task:
+                yield from _task_files(role, task[action].removesuffix(".yml"))
+        yield from _role_task_files(task)
+
+
+def _role_task_files(task: dict):
+    """The role task files a task includes or imports, followed."""
+    for action in ROLE_ACTIONS:
+        if action in task:
+            yield from _task_files(task[action]["name"], task[action].get("tasks_from", "main"))
 
 
 @pytest.mark.parametrize("playbook", ["status.yml", "ood_status.yml"])
@@ -271,10 +283,7 @@ def test_status_only_reads(playbook):
     path = ROOT / "playbooks" / playbook
     for play in yaml.safe_load(path.read_text()):
         for task in _playbook_tasks(path, play["tasks"]):
-            tasks = [(None, task)]
-            if "ansible.builtin.include_role" in task:
-                include = task["ansible.builtin.include_role"]
-                tasks += list(_task_files(include["name"], include.get("tasks_from", "main")))
+            tasks = [(None, task), *_role_task_files(task)]
             for role, each in tasks:
                 if "block" in each:
                     continue  # its tasks follow, opened by _flat
