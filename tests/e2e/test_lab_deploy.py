@@ -554,9 +554,11 @@ def _slurm_conf_sha() -> str:
     return on("e2e-ctl", "sha256sum /etc/slurm/slurm.conf").split()[0]
 
 
-def _reconfigures() -> int:
-    """How many reconfigure requests slurmctld has processed (one log line each on 24.11)."""
-    log = on("e2e-ctl", "cat /var/log/slurm/slurmctld.log")
+def _reconfigures(deployed) -> int:
+    """How many reconfigure requests slurmctld has processed (one log line each on 24.11), in
+    the log the deploy's access bundle names."""
+    bundle = events(deployed["first"].stdout)[-1]["result"]["adapter_detail"]["access_bundle"]
+    log = on("e2e-ctl", f"cat {bundle['log_paths']['slurmctld']}")
     return log.count("Processing Reconfiguration Request")
 
 
@@ -650,11 +652,11 @@ def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed
     joined = four[1:]
     # e2e-w04 fails at its start (slurmd exits); the three others must reach idle on a busy
     # machine
-    reconfigures = _reconfigures()
+    reconfigures = _reconfigures(deployed)
     code, result = operation(deployed, "add_worker", four, wait_idle_timeout_s=120)
     assert code == 1
     # the four nodes recorded in one change: one reconfigure for all of them
-    assert _reconfigures() == reconfigures + 1
+    assert _reconfigures(deployed) == reconfigures + 1
     assert result["error"]["host"] == "e2e-w04"
     assert "left DOWN" in result["error"]["message"]
     assert result["error"]["message"].endswith(
