@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ansible_mitogen
 import psutil
 import yaml
 from ansible_runner.interface import init_runner
@@ -284,8 +283,8 @@ def _remove_run_dir(private_dir: Path) -> None:
 # interpreter and a module copied over ssh. The driver's runs, the render tests and the
 # `monitoring` Molecule scenario use it; ansible.cfg (operators) keeps Ansible's own linear.
 MITOGEN_ENVIRONMENT = {
-    "ANSIBLE_STRATEGY_PLUGINS": str(Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"),
-    "ANSIBLE_STRATEGY": "mitogen_linear",
+    "ANSIBLE_STRATEGY_PLUGINS": str(Path(__file__).parent / "strategy"),
+    "ANSIBLE_STRATEGY": "mitogen_linear_unpinned",
 }
 
 
