@@ -1,15 +1,18 @@
 """The catalog and the bundle agree: what a manifest declares, the bundle can run, and every
 variable the driver hands to Ansible is one a role of that playbook declares."""
 
+import ast
 import json
 
+import jinja2
 import pytest
 import yaml
+from ansible.plugins.filter.core import FilterModule as CoreFilters
 from conftest import EXAMPLES, MANIFESTS, ROOT
 
 from driver.apps import ADAPTERS, adapter_for
 from driver.apps.open_ondemand import APP_RUNTIMES
-from driver.apps.slurm_reference import OPTION_VARS, PENDING_OPTIONS
+from driver.apps.slurm_reference import OPTION_VARS, PENDING_OPTIONS, role_filters
 from driver.documents import load_json
 from driver.models.manifest import CatalogEntry
 from driver.request_check import check_request
@@ -297,6 +300,51 @@ def test_status_only_reads(playbook):
                     assert each[action].get("method", "GET") == "GET", (role, each["name"])
                 seen += 1
     assert seen > 5
+
+
+# What a member report may run on a host: each a read (slurm_read runs them without a shell).
+READ_ONLY_COMMANDS = {
+    ("scontrol", "ping"),
+    ("scontrol", "show"),
+    ("sinfo",),
+    ("slurmctld", "-V"),
+    ("slurmdbd", "-V"),
+    ("slurmd", "-V"),
+    ("munged", "--version"),
+    ("sacctmgr", "-n", "-P", "show"),
+    ("systemctl", "show"),
+}
+
+
+@pytest.mark.parametrize("accounting", [True, False])
+def test_every_report_read_is_a_read(accounting):
+    """The commands in the roles' report data (tasks/member_report.yml runs them on every
+    member, in status too), rendered with Ansible's filters and the role's: each starts as a
+    known read."""
+    filters = role_filters("slurm_output").FilterModule().filters()
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    environment.filters.update(CoreFilters().filters(), **filters)
+    variables = {"slurm_controller_accounting_enabled": accounting}
+    commands: dict[str, list[str]] = {}
+    for role, name in [
+        ("slurm_controller", "__slurm_controller_report_reads"),
+        ("slurm_worker", "__slurm_worker_report_reads"),
+        ("monitoring", "__monitoring_report_reads"),
+        ("monitoring", "__monitoring_node_report_reads"),
+    ]:
+        reads = yaml.safe_load((ROOT / "roles" / role / "vars" / "main.yml").read_text())[name]
+        rendered = reads["commands"]
+        if isinstance(rendered, str):
+            rendered = ast.literal_eval(environment.from_string(rendered).render(variables))
+        commands |= rendered
+        commands |= {
+            unit_list: filters["slurm_unit_states_command"](["unit"])
+            for unit_list in reads["units"]
+        }
+    assert {"controller_ping", "worker_slurmd", "monitoring_units"} <= commands.keys()
+    assert ("controller_clusters" in commands) is accounting
+    for key, argv in commands.items():
+        assert any(tuple(argv[: len(known)]) == known for known in READ_ONLY_COMMANDS), (key, argv)
 
 
 def _manifest_config(slug: str) -> dict:
