@@ -61,3 +61,55 @@ def test_lab_without_its_extra_names_the_extra(runtime_venv, tmp_path):
     assert result.returncode == 2
     assert "slurm-app-bundle[lab]" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# A task's own CPUs (inherited from the Mitogen process that runs it) and that process's name.
+AFFINITY_PLAYBOOK = """\
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Read the task's CPUs and the process that runs it
+      ansible.builtin.shell: >-
+        (grep Cpus_allowed_list /proc/self/status; tr '\\0' ' ' < /proc/$PPID/cmdline) > {read}
+      changed_when: false
+"""
+
+
+def test_playbooks_run_on_mitogen_unpinned_from_a_runtime_install(runtime_venv, tmp_path):
+    """The strategy the driver names is in the wheel, loads with runtime dependencies only, and
+    leaves the CPUs to the kernel: Mitogen's own policy pins a task's process to one CPU on a
+    machine of 2 or 3 (bench/README.md)."""
+    named = subprocess.run(
+        [
+            str(runtime_venv / "bin" / "python"),
+            "-c",
+            "import json; from driver.runner.run import MITOGEN_ENVIRONMENT; "
+            "print(json.dumps(MITOGEN_ENVIRONMENT))",
+        ],
+        capture_output=True,
+        text=True,
+        env=MINIMAL_ENV,
+        cwd=tmp_path,
+        check=True,
+    )
+    strategy = json.loads(named.stdout)
+    assert Path(strategy["ANSIBLE_STRATEGY_PLUGINS"]).is_relative_to(runtime_venv)
+    playbook, read = tmp_path / "affinity.yml", tmp_path / "read"
+    playbook.write_text(AFFINITY_PLAYBOOK.format(read=read))
+    command = [str(runtime_venv / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local"]
+    ran = subprocess.run(
+        [*command, str(playbook)],
+        capture_output=True,
+        text=True,
+        env={**MINIMAL_ENV, **strategy, "HOME": str(tmp_path)},
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    cpus, runner = read.read_text().splitlines()
+    assert "(mitogen:" in runner, runner
+    own = next(
+        line
+        for line in Path("/proc/self/status").read_text().splitlines()
+        if line.startswith("Cpus_allowed_list")
+    )
+    assert cpus == own

@@ -152,6 +152,11 @@ def test_a_failed_lab_up_prints_no_access_bundle(tmp_path, monkeypatch, capsys):
     assert result["status"] == "failed" and "access_bundle" not in result["adapter_detail"]
 
 
+# Longer than any test waits: a playbook let go on after a cancel would still be in it, and its
+# process is in the tree the tests find gone.
+LONG_TASK = ("sleep", "600")
+
+
 def _local_bundle(tmp_path: Path, marker: Path) -> Path:
     """The real bundle with a deploy playbook that runs on the control node: a long task, then
     one that would leave a mark if the playbook were ever let go on after a cancel."""
@@ -162,7 +167,7 @@ def _local_bundle(tmp_path: Path, marker: Path) -> Path:
             "  gather_facts: false\n"
             "  tasks:\n"
             "    - name: Long task\n"
-            "      ansible.builtin.command: sleep 8\n"
+            f"      ansible.builtin.command: {' '.join(LONG_TASK)}\n"
             "    - name: Leave a mark\n"
             f"      ansible.builtin.copy: {{content: late, dest: {marker}, mode: '0600'}}\n"
         },
@@ -182,9 +187,10 @@ def _start_local_run(
     marker: Path,
     state: Path,
     bundle: Path | None = None,
-    long_task: tuple[str, ...] = ("sleep", "8"),
-) -> tuple[subprocess.Popen, dict]:
-    """The driver running `bundle`'s deploy, returned once `long_task`'s process runs."""
+    long_task: tuple[str, ...] = LONG_TASK,
+) -> tuple[subprocess.Popen, dict, list[psutil.Process]]:
+    """The driver running `bundle`'s deploy, returned once `long_task`'s process runs, with
+    every process under the driver at that moment (the playbook, its workers, the task)."""
     path = _request(tmp_path)
     process = subprocess.Popen(
         [str(Path(sys.executable).parent / "slurm-app-driver"), "run", str(path)],
@@ -203,7 +209,20 @@ def _start_local_run(
         if event["event"] == "task.started" and event["task"] == "Long task":
             break
     _wait_for_descendant(process, long_task)
-    return process, json.loads(path.read_text())
+    tree = psutil.Process(process.pid).children(recursive=True)
+    return process, json.loads(path.read_text()), tree
+
+
+def _still_running(tree: list[psutil.Process]) -> list[str]:
+    """The processes of `tree` still alive (is_running also tells a reused pid apart)."""
+    alive = []
+    for process in tree:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                alive.append(" ".join(process.cmdline()))
+        except psutil.NoSuchProcess:
+            continue
+    return alive
 
 
 def _wait_for_descendant(process: subprocess.Popen, argv: tuple[str, ...]) -> None:
@@ -232,7 +251,7 @@ def test_a_signal_cancels_the_run_and_frees_the_instance(
     tmp_path, short_state, signal_name, monkeypatch
 ):
     marker, state = tmp_path / "late-mark", short_state
-    process, request = _start_local_run(tmp_path, marker, state)
+    process, request, tree = _start_local_run(tmp_path, marker, state)
     process.send_signal(getattr(signal, signal_name))
     rest, _ = process.communicate(timeout=60)
     stream = [json.loads(line) for line in rest.splitlines()]
@@ -242,7 +261,8 @@ def test_a_signal_cancels_the_run_and_frees_the_instance(
     assert result["status"] == "cancelled" and result["error"]["code"] == "cancelled"
     assert not list((state / "runs").iterdir()), "run dir left behind"
     assert not _playbooks_of(state), "ansible-playbook still running"
-    time.sleep(9)  # past the end of the long task: nothing may run after the result
+    # nothing of the run goes on after its result: the long task and all around it are gone
+    assert not _still_running(tree)
     assert not marker.exists()
     monkeypatch.setenv("SLURM_APP_STATE_DIR", str(state))
     with instance_lock(request["instance"]["id"]):
@@ -251,16 +271,14 @@ def test_a_signal_cancels_the_run_and_frees_the_instance(
 
 def test_a_killed_driver_takes_its_playbook_along_and_the_next_run_cleans_up(tmp_path, short_state):
     marker, state = tmp_path / "late-mark", short_state
-    process, _ = _start_local_run(tmp_path, marker, state)
+    process, _, tree = _start_local_run(tmp_path, marker, state)
     process.kill()
     process.wait(timeout=30)
-    deadline = time.monotonic() + 10
-    while _playbooks_of(state) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    psutil.wait_procs(tree, timeout=10)
+    assert not _still_running(tree), "the playbook outlived the driver"
     assert not _playbooks_of(state), "ansible-playbook outlived the driver"
     left = list((state / "runs").iterdir())
     assert len(left) == 1, "a killed run leaves its folder until the next run"
-    time.sleep(9)
     assert not marker.exists()
     again = _run(_request(tmp_path), state)  # unreachable hosts: fails, but cleans up first
     assert again.returncode == 1
@@ -289,7 +307,7 @@ def test_the_next_run_waits_until_a_killed_runs_playbook_is_gone(
             "      changed_when: false\n"
         },
     )
-    process, request = _start_local_run(
+    process, request, _ = _start_local_run(
         tmp_path, tmp_path / "unused", short_state, stubborn, tuple(STUBBORN.split())
     )
     process.kill()
