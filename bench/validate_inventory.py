@@ -3,7 +3,9 @@
 Generates add_worker requests for clusters of N existing workers (from the shipped example),
 then runs `slurm-app-driver validate-request` and `slurm-app-driver inventory` on each as the
 platform would (a fresh process per call) and reports wall time and peak memory (max RSS of
-that process). Usage: python bench/validate_inventory.py [--sizes 10,1000,10000] [--repeat 3]
+that process). Then, at the largest size, requests with one fault deep inside: how long the
+platform waits for the finding and its line. Usage: python bench/validate_inventory.py
+[--sizes 10,1000,10000] [--repeat 3]
 """
 
 import argparse
@@ -21,8 +23,8 @@ from bench.requests import add_worker_request
 DRIVER = Path(sys.executable).parent / "slurm-app-driver"
 
 
-def measure(argv: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS in MiB and stdout of one driver process."""
+def measure(argv: list[str], exit_code: int = 0) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS in MiB and stdout of one driver process that exits `exit_code`."""
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
@@ -30,9 +32,44 @@ def measure(argv: list[str]) -> tuple[float, float, str]:
         elapsed = time.perf_counter() - started
         out.seek(0)
         output = out.read().decode()
-    if os.waitstatus_to_exitcode(status) != 0:
+    if os.waitstatus_to_exitcode(status) != exit_code:
         raise SystemExit(f"{' '.join(argv)} failed:\n{output[-2000:]}")
     return elapsed, usage.ru_maxrss / 1024, output
+
+
+def faulty_requests(size: int) -> dict[str, str]:
+    """Request texts of `size` workers (one more for the last), each with one fault late in the
+    text, by what is wrong."""
+    bad_address = add_worker_request(size)
+    bad_address["allocations"][size * 9 // 10]["address"] = "not an address"
+    text = json.dumps(add_worker_request(size), indent=2)
+    marker = f'"hostname": "node-{size * 9 // 10:05d}",'
+    return {
+        "an address 90 % down": json.dumps(bad_address, indent=2),
+        "a key twice 90 % down": text.replace(marker, marker + '\n      "hostname": "node-x",'),
+        "one worker more than allowed": json.dumps(add_worker_request(size + 1), indent=2),
+    }
+
+
+def faults(size: int, folder: Path, repeat: int) -> None:
+    print(f"\nvalidate-request of a {size:,}-worker request with one fault (exit 2):\n")
+    print(
+        markdown.header(
+            ["what is wrong", "finding", "line", "s", "peak MiB"], text={"what is wrong", "finding"}
+        )
+    )
+    for fault, text in faulty_requests(size).items():
+        request = folder / "faulty.json"
+        request.write_text(text)
+        argv = [str(DRIVER), "validate-request", str(request), "--format", "json"]
+        runs = [measure(argv, exit_code=2) for _ in range(repeat)]
+        (finding, *_) = json.loads(runs[0][2])["findings"]
+        print(
+            markdown.row(
+                fault, f"`{finding['code']}` at `{finding['path']}`", finding.get("line") or "",
+                f"{min(r[0] for r in runs):.2f}", f"{max(r[1] for r in runs):.0f}",
+            )
+        )  # fmt: skip
 
 
 def main() -> None:
@@ -68,6 +105,8 @@ def main() -> None:
                 f"{r['inventory MiB']:.0f}", r["inventory hosts"],
             )
         )  # fmt: skip
+    with tempfile.TemporaryDirectory() as folder:
+        faults(max(sizes), Path(folder), args.repeat)
 
 
 if __name__ == "__main__":

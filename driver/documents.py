@@ -1,7 +1,8 @@
-"""Loading YAML/JSON documents while keeping the line of every node, for findings."""
+"""Loading YAML/JSON documents so that a finding names the line of what it is about."""
 
-import contextlib
 import json
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -19,14 +20,14 @@ class Document:
     file: str | None = None
     lines: dict[LinePath, int] | None = None
     folder: Path | None = None
-    # JSON keeps its text instead of a line map: composing the map costs 75 % of validating a
-    # 10,000-worker request, and only a finding needs it.
+    # JSON keeps its text instead of a line map: a finding looks its one path up in the text
+    # (milliseconds), where mapping every node of a 10,000-worker request took seconds.
     source: str | None = field(default=None, repr=False)
 
     def line_of(self, path: LinePath) -> int | None:
         """The line of the deepest existing node on `path` (a missing key points at its parent)."""
         if self.lines is None:
-            self.lines = _json_line_map(self.source or "")[0]
+            return _json_line_of(self.source, path) if self.source is not None else None
         for end in range(len(path), -1, -1):
             line = self.lines.get(tuple(path[:end]))
             if line is not None:
@@ -161,12 +162,19 @@ def _reject_constant(name: str) -> Any:
 
 
 def load_json(text: str, file: str | None = None) -> Document:
-    duplicates_seen: list[str] = []
+    # each object with a key twice (by id) and the first key a reader sees again
+    duplicated: dict[int, str] = {}
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys = [k for k, _ in items]
-        duplicates_seen.extend(k for k in set(keys) if keys.count(k) > 1)
-        return dict(items)
+        mapping = dict(items)
+        if len(mapping) < len(items):
+            seen: set[str] = set()
+            for key, _ in items:
+                if key in seen:
+                    duplicated[id(mapping)] = key
+                    break
+                seen.add(key)
+        return mapping
 
     try:
         data = json.loads(text, object_pairs_hook=pairs, parse_constant=_reject_constant)
@@ -191,18 +199,108 @@ def load_json(text: str, file: str | None = None) -> Document:
         ) from None
     doc = Document(data=data, file=file, source=text)
     duplicates: list[Duplicate] = []
-    if duplicates_seen:
-        doc.lines, duplicates = _json_line_map(text)
-        duplicates = duplicates or [((duplicates_seen[0],), None)]
+    if duplicated:
+        # the key a reader meets a second time first
+        offset, path = min(
+            (_json_second_key(text, path, key), (*path, key))
+            for path, key in _paths_of(data, duplicated)
+        )
+        duplicates = [(path, _line(text, offset))]
     return _checked(doc, duplicates)
 
 
-def _json_line_map(text: str) -> tuple[dict[LinePath, int], list[Duplicate]]:
-    # JSON is YAML 1.2 but not always 1.1 (tabs, some escapes): then findings go without lines.
-    # libyaml composes a 10,000-worker request in 1.8 s, the pure-Python loader in 7.7 s
-    with contextlib.suppress(yaml.YAMLError, RecursionError):
-        return _line_map(yaml.compose(text, Loader=YAML_LOADER))
-    return {}, []
+def _paths_of(data: Any, wanted: dict[int, str]) -> Iterator[tuple[LinePath, str]]:
+    """The path of each `wanted` object (by id) inside `data`, with what `wanted` says of it."""
+    stack: list[tuple[LinePath, Any]] = [((), data)]
+    left = len(wanted)
+    while stack and left:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            if id(node) in wanted:
+                left -= 1
+                yield path, wanted[id(node)]
+            stack.extend(((*path, key), value) for key, value in node.items())
+        elif isinstance(node, list):
+            stack.extend(((*path, index), item) for index, item in enumerate(node))
+
+
+# Where a node lies in JSON text. json's own C scanner skips every value the path does not
+# enter, so finding one node in a 10,000-worker request takes milliseconds; composing a line
+# map of every node (libyaml) took 2 to 4 s there, and missed JSON that is not YAML 1.1.
+_DECODER = json.JSONDecoder()
+
+
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # RFC 8259's whitespace, and nothing else
+
+
+def _skip_space(text: str, offset: int) -> int:
+    return _JSON_SPACE.match(text, offset).end()  # type: ignore[union-attr]  # * always matches
+
+
+def _value_end(text: str, offset: int) -> int:
+    return _skip_space(text, _DECODER.raw_decode(text, offset)[1])
+
+
+def _members(text: str, offset: int) -> Iterator[tuple[str, int, int]]:
+    """(key, the key's offset, the value's offset) of each member of the object at `offset`."""
+    at = _skip_space(text, offset + 1)
+    while text.startswith('"', at):
+        key, after_key = json.decoder.scanstring(text, at + 1)
+        value = _skip_space(text, _skip_space(text, after_key) + 1)  # past the colon
+        yield key, at, value
+        at = _value_end(text, value)
+        if text.startswith(",", at):
+            at = _skip_space(text, at + 1)
+
+
+def _items(text: str, offset: int) -> Iterator[int]:
+    """The offset of each item of the array at `offset`."""
+    at = _skip_space(text, offset + 1)
+    while not text.startswith("]", at):
+        yield at
+        at = _value_end(text, at)
+        if text.startswith(",", at):
+            at = _skip_space(text, at + 1)
+
+
+def _json_offset(text: str, path: LinePath) -> int:
+    """The offset of the deepest node on `path` that exists in the text."""
+    offset = _skip_space(text, 0)
+    for part in path:
+        if isinstance(part, str) and text.startswith("{", offset):
+            # the last of a repeated key, the value json.loads keeps
+            found = None
+            for key, _, value in _members(text, offset):
+                if key == part:
+                    found = value
+        elif isinstance(part, int) and text.startswith("[", offset):
+            found = next(
+                (item for index, item in enumerate(_items(text, offset)) if index == part), None
+            )
+        else:
+            found = None
+        if found is None:
+            break
+        offset = found
+    return offset
+
+
+def _line(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _json_line_of(text: str, path: LinePath) -> int | None:
+    try:
+        return _line(text, _json_offset(text, path))
+    except (ValueError, IndexError, RecursionError):  # not the text the data came from
+        return None
+
+
+def _json_second_key(text: str, path: LinePath, key: str) -> int:
+    """The offset of the second `key` in the object at `path`."""
+    occurrences = (at for name, at, _ in _members(text, _json_offset(text, path)) if name == key)
+    next(occurrences)
+    return next(occurrences)
 
 
 # 20,000 allocations and members take about 9 MB of indented JSON; nothing valid is larger.

@@ -58,21 +58,33 @@ def docker_engine():
         pytest.fail(f"containers tests need the docker engine: {exc}")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The Molecule scenarios first, then the e2e labs, then the rest: the test workers each
-    start on a long run and share the short ones at the end, so they finish together."""
+# pytest's cache (.pytest_cache): seconds per test file in the last run that ran it
+FILE_SECONDS_KEY = "slurm-app/seconds-per-file"
 
-    def rank(item: pytest.Item) -> int:
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The Molecule scenarios first, then the e2e labs, then the rest; in each group the files
+    that took longest in the last run first. The test workers each start on a long run and
+    share the short ones at the end, so they finish together (a fresh clone has no times and
+    keeps the collection order in each group)."""
+    cache = getattr(config, "cache", None)
+    seconds: dict[str, float] = cache.get(FILE_SECONDS_KEY, {}) if cache is not None else {}
+
+    def rank(item: pytest.Item) -> tuple[int, float]:
         if "tests/molecule/" in item.nodeid:
-            return 0
-        return 1 if item.get_closest_marker("containers") else 2
+            group = 0
+        else:
+            group = 1 if item.get_closest_marker("containers") else 2
+        return group, -seconds.get(item.nodeid.split("::", 1)[0], 0.0)
 
+    # stable: a file's tests stay together and in their order
     items.sort(key=rank)
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     """Seconds per test file (setup, call and teardown together): with --dist loadfile a file
-    runs on one worker, so these are what the workers' shares are made of."""
+    runs on one worker, so these are what the workers' shares are made of. Kept for the next
+    run's order."""
     per_file: dict[str, float] = {}
     for reports in terminalreporter.stats.values():
         for report in reports:
@@ -85,6 +97,9 @@ def pytest_terminal_summary(terminalreporter) -> None:
     for path, seconds in sorted(per_file.items(), key=lambda item: -item[1]):
         terminalreporter.write_line(f"{seconds:9.1f}s  {path}")
     terminalreporter.write_line(f"{sum(per_file.values()):9.1f}s  in all (both workers)")
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        cache.set(FILE_SECONDS_KEY, {**cache.get(FILE_SECONDS_KEY, {}), **per_file})
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,8 @@ def run_role_tasks(
     work: Path, role: str, tasks_from: str, extra: dict, address: str, times: int = 2
 ) -> list[subprocess.CompletedProcess]:
     """`tasks_from` of `role`, with the role's Debian vars and `extra` as extra vars, on a
-    local host whose inventory address is `address`, `times` times; every run must succeed."""
+    local host whose inventory address is `address`, `times` times; every run must succeed
+    (the first that fails ends it)."""
     distribution_vars = str(ROOT / "roles" / role / "vars" / "Debian.yml")
     play = [
         {
@@ -53,12 +54,12 @@ def run_role_tasks(
         "@extra.json",
         "play.yml",
     ]
-    runs = [
-        subprocess.run(
+    runs = []
+    for _ in range(times):
+        run = subprocess.run(
             command, cwd=work, capture_output=True, text=True, env=env, check=False, timeout=300
         )
-        for _ in range(times)
-    ]
-    for run in runs:
+        # a failed run is the answer: running it again would only repeat it
         assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+        runs.append(run)
     return runs

@@ -93,6 +93,39 @@ def test_request_finding_line_points_at_field():
     assert '"ssh_port": 0' in text.splitlines()[finding.line - 1]
 
 
+@pytest.mark.parametrize(
+    ("text", "path", "line"),
+    [
+        ('{"b": 1,\n "a": 2,\n "a": 3,\n "b": 4}', "$.a", 3),
+        ('{"a": [{"x": 1},\n {"x": 1,\n  "x": 2}]}', "$.a[1].x", 3),
+        # the inner object is the first "k"'s value, which the later "k" replaces
+        ('{"k": {"z": 1,\n "z": 2},\n "k": 3}', "$.k", 3),
+        ('{"k": {"z": 1, "z": 2},\n "k": {"y": 1,\n "y": 2}}', "$.k", 2),
+    ],
+)
+def test_a_repeated_json_key_is_the_first_a_reader_meets_again(text, path, line):
+    with pytest.raises(DocumentError) as refused:
+        load_json(text, "r.json")
+    assert (refused.value.finding.code, refused.value.finding.path) == ("duplicate-key", path)
+    assert refused.value.finding.line == line
+
+
+@pytest.mark.parametrize(
+    ("path", "line"),
+    [
+        (("a", "b", 2, "c"), 4),
+        (("a", "b", 1), 3),
+        (("a", "missing"), 1),  # a missing key: its object's line
+        (("a", "b", 9), 2),  # past the end: the array's line
+        (("a", "b", 0, "c"), 2),  # a number has no keys
+    ],
+)
+def test_a_json_node_is_found_by_its_path_in_json_yaml_would_not_read(path, line):
+    """A tab before the first brace: valid JSON that libyaml refuses to read."""
+    doc = load_json('\t{"a": {\n\t"b": [1,\n 2,\n {"c": "x"}]}}', "r.json")
+    assert doc.line_of(path) == line
+
+
 def test_lint_accepts_file_beside_manifest():
     dashboard = MANIFESTS / "slurm-reference" / "dashboards" / "gpu-detail.json"
     assert lint_paths([dashboard]) == []
