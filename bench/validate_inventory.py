@@ -17,10 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from bench import markdown
-from bench.requests import add_worker_request
+from bench.requests import EXAMPLES, add_worker_request
 
 DRIVER = Path(sys.executable).parent / "slurm-app-driver"
+MANIFESTS = EXAMPLES.parent / "manifests"
 
 
 def measure(argv: list[str], exit_code: int = 0) -> tuple[float, float, str]:
@@ -37,22 +40,35 @@ def measure(argv: list[str], exit_code: int = 0) -> tuple[float, float, str]:
     return elapsed, usage.ru_maxrss / 1024, output
 
 
+def worker_limit() -> int:
+    """The most workers the shipped manifest allows (its worker component's max_count)."""
+    manifest = yaml.safe_load((MANIFESTS / "slurm-reference" / "manifest.yaml").read_text())
+    (version,) = manifest["versions"]
+    return next(c["max_count"] for c in version["components"] if c["key"] == "worker")
+
+
 def faulty_requests(size: int) -> dict[str, str]:
-    """Request texts of `size` workers (one more for the last), each with one fault late in the
-    text, by what is wrong."""
+    """Request texts with one fault each, late in the text, by what is wrong: `size` workers,
+    and for the last one more worker than the manifest allows."""
+    late = size * 9 // 10
     bad_address = add_worker_request(size)
-    bad_address["allocations"][size * 9 // 10]["address"] = "not an address"
-    text = json.dumps(add_worker_request(size), indent=2)
-    marker = f'"hostname": "node-{size * 9 // 10:05d}",'
+    bad_address["allocations"][late]["address"] = "not an address"
+    request = add_worker_request(size)
+    text = json.dumps(request, indent=2)
+    marker = f'"hostname": "{request["allocations"][late]["hostname"]}",'
+    assert text.count(marker) == 1, marker
+    limit = worker_limit()
     return {
         "an address 90 % down": json.dumps(bad_address, indent=2),
         "a key twice 90 % down": text.replace(marker, marker + '\n      "hostname": "node-x",'),
-        "one worker more than allowed": json.dumps(add_worker_request(size + 1), indent=2),
+        f"{limit + 1:,} workers, one more than allowed": json.dumps(
+            add_worker_request(limit + 1), indent=2
+        ),
     }
 
 
 def faults(size: int, folder: Path, repeat: int) -> None:
-    print(f"\nvalidate-request of a {size:,}-worker request with one fault (exit 2):\n")
+    print(f"\nvalidate-request of a request with one fault (exit 2), {size:,} workers:\n")
     print(
         markdown.header(
             ["what is wrong", "finding", "line", "s", "peak MiB"], text={"what is wrong", "finding"}
