@@ -162,8 +162,10 @@ def _reject_constant(name: str) -> Any:
 
 
 def load_json(text: str, file: str | None = None) -> Document:
-    # each object with a key twice (by id) and the first key a reader sees again
-    duplicated: dict[int, str] = {}
+    # each object with a key twice (by id) and the first key a reader sees again; the object is
+    # held too: one that a later repeated key drops would otherwise be freed, and its id could
+    # come back as another object's
+    duplicated: dict[int, tuple[dict[str, Any], str]] = {}
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         mapping = dict(items)
@@ -171,7 +173,7 @@ def load_json(text: str, file: str | None = None) -> Document:
             seen: set[str] = set()
             for key, _ in items:
                 if key in seen:
-                    duplicated[id(mapping)] = key
+                    duplicated[id(mapping)] = (mapping, key)
                     break
                 seen.add(key)
         return mapping
@@ -209,8 +211,10 @@ def load_json(text: str, file: str | None = None) -> Document:
     return _checked(doc, duplicates)
 
 
-def _paths_of(data: Any, wanted: dict[int, str]) -> Iterator[tuple[LinePath, str]]:
-    """The path of each `wanted` object (by id) inside `data`, with what `wanted` says of it."""
+def _paths_of(
+    data: Any, wanted: dict[int, tuple[dict[str, Any], str]]
+) -> Iterator[tuple[LinePath, str]]:
+    """The path of each `wanted` object (by id) inside `data`, with the key `wanted` names."""
     stack: list[tuple[LinePath, Any]] = [((), data)]
     left = len(wanted)
     while stack and left:
@@ -218,7 +222,7 @@ def _paths_of(data: Any, wanted: dict[int, str]) -> Iterator[tuple[LinePath, str
         if isinstance(node, dict):
             if id(node) in wanted:
                 left -= 1
-                yield path, wanted[id(node)]
+                yield path, wanted[id(node)][1]
             stack.extend(((*path, key), value) for key, value in node.items())
         elif isinstance(node, list):
             stack.extend(((*path, index), item) for index, item in enumerate(node))
