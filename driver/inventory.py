@@ -138,6 +138,10 @@ def build_inventory(
             raise ValueError(f"allocation {allocation_id} missing")
         inventory.add(allocation, groups_of.get(component, []), key_file)
 
+    # The placement seeds the initial members; one of them that a remove took out stays out of
+    # every later deploy, though the platform's placement intent may still name it.
+    live = {m.allocation_id for m in _live_members(request)}
+    gone = {m.allocation_id for m in request.members} - live
     # A host joins only the groups of the component it is touched as: adding a worker puts the
     # controller in the controller's groups even where it also runs slurmd (same_node).
     for touched in spec.touches:
@@ -145,7 +149,8 @@ def build_inventory(
             for binding in version.placement_bindings:
                 raw = request.instance.placement_intent.get(binding.field)
                 for value in (raw if binding.multiple else [raw]) if raw else []:
-                    touch(UUID(value), binding.component_key)
+                    if UUID(value) not in gone:
+                        touch(UUID(value), binding.component_key)
         elif touched == "target":
             if spec.target_component_key:
                 for target in request.operation.target_ids:

@@ -61,6 +61,10 @@ class AppAdapter:
         "decommission": MemberStatus.REMOVED,
         "status": None,
     }
+    # The operations that end an operator's drain: every other one that leaves members ready
+    # (a deploy, a start, a restart) leaves a drained or draining member as it was, as Slurm
+    # keeps the node's drain through them.
+    ends_drain: ClassVar[frozenset[str]] = frozenset({"resume_worker"})
     # A replacement's status once it joined (replace_worker's new allocation).
     replacement_status_after: ClassVar[MemberStatus] = MemberStatus.READY
     instance_after: ClassVar[dict[str, tuple[InstanceStatus, Health]]] = {

@@ -97,6 +97,8 @@ def count_plays(playbook: Path) -> int:
     return len(plays) if isinstance(plays, list) else 1
 
 
+# A member an operator drained, or whose drain waits for its jobs.
+DRAINED_STATUSES = frozenset({MemberStatus.DRAINED, MemberStatus.DRAINING})
 # How a playbook marks a failure it reports on purpose: "[drain_timeout] node w01 still ...".
 DELIBERATE_ERROR = re.compile(r"\[(?P<code>[a-z][a-z_]{2,40})\]\s*")
 # What OpenSSH, then Mitogen (through which the driver's runs connect), say when a host's key
@@ -530,6 +532,12 @@ def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, An
             status = MemberStatus.FAILED
         elif (not failed or (partly_done and host in done)) and changes and after is not None:
             status = after
+            if (
+                member.status in DRAINED_STATUSES
+                and after is MemberStatus.READY
+                and request.operation.type not in plan.adapter.ends_drain
+            ):
+                status = member.status
         result.members.append(
             MemberResult(
                 member_id=member.member_id,

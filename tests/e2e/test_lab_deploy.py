@@ -817,7 +817,16 @@ def test_a_dead_worker_is_removed_only_when_forced_and_reported_not_cleaned(depl
     )
     assert on("e2e-ctl", "sinfo -h -N -n e2e-w01,e2e-w02 -o %T").split() == ["idle", "idle"]
 
+    # a deploy must reach every worker (a config change would miss one it left out): it stops
+    # at the preflight, naming the dead one, before anything changes
     config = _slurm_conf_sha()
+    first_deploy = deployed["request"].read_text()
+    code, result = operation(deployed, "deploy")
+    deployed["request"].write_text(first_deploy)  # the last test sends it again
+    assert code == 1
+    assert (result["error"]["code"], result["error"]["host"]) == ("host_unreachable", "e2e-w03")
+    assert result["changed"] == 0 and _slurm_conf_sha() == config
+
     code, result = operation(deployed, "remove_worker", "e2e-w03")
     assert code == 1
     assert (result["error"]["code"], result["error"]["host"]) == ("host_unreachable", "e2e-w03")

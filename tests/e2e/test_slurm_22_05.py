@@ -30,6 +30,9 @@ SPEC = lab.LabSpec(
     name="old", workers=1, distro="bookworm", placement="separate", storage="platform_mount"
 )
 HOME = f"{lab.LAB_MOUNT}/home/{lab.LAB_USER['name']}"
+# a user a later deploy adds (test_a_config_change_reaches_every_worker_joined_since)
+LATE_USER = {"name": "late", "uid": 2002, "gid": 2002}
+LATE_HOME = f"{lab.LAB_MOUNT}/home/late"
 BOTH_IDLE = ["old-w01", "idle", "old-w02", "idle"]
 TEAMS = {
     "partitions": [
@@ -202,6 +205,25 @@ def test_add_remove_and_add_again_on_22_05(cluster):
     check_gpu_job_mapping(SPEC.name, "old-w02")
 
 
+def test_a_config_change_reaches_every_worker_joined_since(cluster):
+    """The first deploy placed old-w01 alone; a deploy with one more user afterwards gives it
+    to the four workers add_worker joined since as well, and a job of hers runs on all five."""
+    env = cluster
+    deploy = lab.lab_dir(SPEC.name) / "deploy.json"
+    request = json.loads(deploy.read_text())
+    request["instance"]["config"]["users"].append(LATE_USER)
+    deploy.write_text(json.dumps(request))
+    code, result = lab_operation(SPEC.name, env, "deploy")
+    assert code == 0, result
+    workers = ["old-w01", "old-w02", "old-w04", "old-w05", "old-w06"]
+    assert result["adapter_detail"]["hosts_touched"] == ["old-ctl", *workers]
+    assert {m["status"] for m in result["members"]} == {"ready"}
+    for host in workers:
+        assert _on(host, "getent passwd late").startswith("late:x:2002:2002:"), host
+    ran = _on("old-ctl", "cd /tmp && runuser -u late -- srun -N5 -t1 hostname")
+    assert sorted(ran.split()) == workers
+
+
 def test_the_jobs_and_nodes_tabs_typed_tasks_on_22_05(cluster):
     check_typed_tasks(SPEC.name, cluster, HOME)
 
@@ -222,7 +244,8 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     code, result = lab_operation(SPEC.name, env, "remove_worker", "old-w02")
     assert code == 0, result
     kept = result["adapter_detail"]["kept"]["old-w02"]
-    assert [e["path"] for e in kept] == [HOME] and kept[0]["bytes"] > 0
+    sizes = {e["path"]: e["bytes"] for e in kept}
+    assert sorted(sizes) == [HOME, LATE_HOME] and sizes[HOME] > 0
     assert not any(
         e["path"].startswith("/workspace") or e["path"] == "/home/labuser"
         for e in result["adapter_detail"]["destroyed"]["old-w02"]
@@ -241,7 +264,7 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     assert code == 0, result
     detail = result["adapter_detail"]
     assert detail["kept"] == would["would_keep"]
-    assert [e["path"] for e in detail["kept"]["old-ctl"]] == [HOME]
+    assert sorted(e["path"] for e in detail["kept"]["old-ctl"]) == [HOME, LATE_HOME]
     destroyed, previewed = (
         teardown_paths(detail["destroyed"]),
         teardown_paths(would["would_destroy"]),
@@ -249,5 +272,5 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     assert destroyed == previewed, (destroyed, previewed)
     # the platform's storage still holds the job's output; the cluster's accounts are gone
     assert _on("old-w01", f"cat {HOME}/from-a-job.txt").strip() == "old-w02"
-    assert _on("old-ctl", "getent passwd labuser || true").strip() == ""
+    assert _on("old-ctl", "getent passwd labuser late || true").strip() == ""
     assert _on("old-ctl", "ls -A /workspace").split() == ["home"]

@@ -51,6 +51,24 @@ def test_deploy_same_node_makes_the_controller_a_worker():
     assert list(inventory.hosts) == ["slurm-ctl"]
 
 
+def test_a_deploy_reaches_every_worker_joined_since_and_none_removed():
+    """A config change must reach a worker that add_worker joined after the first deploy (its
+    new users, its runtimes), and never an initial worker a remove took out, though the
+    platform's placement intent still names it."""
+    joined = example("slurm-reference/add_worker")
+
+    def later(request):
+        request["allocations"] = joined["allocations"]
+        request["members"] = [
+            {**member, "status": "removed" if member["member_id"] == "m-w1" else "ready"}
+            for member in joined["members"]
+        ]
+
+    inventory = _inventory("slurm-reference/deploy", later)
+    assert list(inventory.hosts) == ["slurm-ctl", "gpu-02", "gpu-03"]
+    assert inventory.groups["slurm_workers"] == ["gpu-02", "gpu-03"]
+
+
 @pytest.mark.parametrize(
     ("operation", "hosts"),
     [

@@ -209,6 +209,31 @@ def test_a_replacement_that_fails_leaves_at_least_the_capacity_it_found(failure,
     assert (result.instance["status"], result.instance["health"]) == ("running", health)
 
 
+@pytest.mark.parametrize(
+    ("operation", "drained_after"),
+    [
+        ("deploy", "drained"),
+        ("start", "drained"),
+        ("restart", "drained"),
+        ("stop", "stopped"),
+        ("resume_worker", "ready"),
+    ],
+)
+def test_an_operators_drain_outlasts_every_operation_but_resume(operation, drained_after):
+    """Slurm keeps a node's drain through a deploy, a start and a restart: its member stays
+    drained (or draining) until resume_worker ends the drain."""
+    data = example(f"slurm-reference/{operation}")
+    for member in data["members"]:
+        if member["member_id"] == "m-w2":
+            member["status"] = "drained"
+    checked = check_request(load_json(json.dumps(data)))
+    assert checked.request is not None and checked.version is not None, checked.findings
+    result = _outcome(RunPlan.of(checked.request, checked.version))
+    statuses = _statuses(result)
+    assert statuses.pop("m-w2") == drained_after
+    assert set(statuses.values()) == {"stopped" if operation == "stop" else "ready"}
+
+
 def test_a_stop_changes_every_touched_member():
     result = _outcome(_plan("stop"))
     assert set(_statuses(result).values()) == {"stopped"}
