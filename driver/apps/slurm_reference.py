@@ -109,6 +109,13 @@ class SlurmReference(AppAdapter):
         ),
         "account_exists": ACCOUNT_EXISTS,
         "storage_not_shared": STORAGE_NOT_SHARED,
+        "no_node_in_service": OperationError(
+            "every node the readiness job would run on is drained, so no job can prove the "
+            "cluster ready; the operation's changes are applied and the nodes stay drained "
+            "until resumed",
+            None,
+            (InstanceStatus.RUNNING, Health.DEGRADED),
+        ),
         "config_refused": OperationError(
             "the new config cannot be applied to the running cluster; nothing was changed",
             None,

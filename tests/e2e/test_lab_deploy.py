@@ -453,6 +453,15 @@ def test_drain_waits_for_jobs_never_kills_one_and_resume_returns_the_node(deploy
     assert code == 0, result
     assert _member_statuses(result)["e2e-worker-e2e-w01"] == "drained"
     assert on("e2e-ctl", f"sacct -n -X -j {job} -o State").split() == ["COMPLETED"]
+    # a deploy meanwhile leaves the drain as it is: its readiness proof leaves the drained node
+    # out and names it, and the member stays drained
+    first_deploy = deployed["request"].read_text()
+    code, result = operation(deployed, "deploy")
+    deployed["request"].write_text(first_deploy)  # the last test sends it again
+    assert code == 0, result
+    assert result["adapter_detail"]["readiness"]["drained"] == ["e2e-w01"]
+    assert _member_statuses(result)["e2e-worker-e2e-w01"] == "drained"
+    assert on("e2e-ctl", "sinfo -h -n e2e-w01 -o '%T|%E'").strip() == "drained|maintenance: e2e"
     code, result = operation(deployed, "resume_worker", "e2e-w01")
     assert code == 0 and result["changed"] == 1, result
     assert _member_statuses(result)["e2e-worker-e2e-w01"] == "ready"

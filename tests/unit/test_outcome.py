@@ -66,6 +66,27 @@ def test_a_drain_that_ran_out_of_time_leaves_the_target_draining_and_the_control
     assert (result.instance["status"], result.instance["health"]) == ("running", "unknown")
 
 
+def test_a_deploy_with_every_node_drained_changes_no_member_and_degrades():
+    """Nothing is left to run the readiness job on: the deploy says so, the drains stay."""
+    data = example("slurm-reference/deploy")
+    for member in data["members"]:
+        member["status"] = "ready" if member["component_key"] == "controller" else "drained"
+    checked = check_request(load_json(json.dumps(data)))
+    assert checked.request is not None and checked.version is not None, checked.findings
+    plan = RunPlan.of(checked.request, checked.version)
+    controller = plan.inventory.groups["slurm_controller"][0]
+    error = ErrorInfo(
+        code="host_failed",
+        message="Say that no node is in service to prove readiness on: [no_node_in_service] "
+        "every node is drained (gpu-01, gpu-02): resume one",
+        host=controller,
+    )
+    result = _outcome(plan, failed_hosts={controller}, error=error)
+    assert result.error is not None and result.error.code == "no_node_in_service"
+    assert _statuses(result) == {"m-ctl": "ready", "m-w1": "drained", "m-w2": "drained"}
+    assert (result.instance["status"], result.instance["health"]) == ("running", "degraded")
+
+
 def test_an_unknown_code_in_brackets_is_an_ordinary_failure():
     plan = _plan("drain_worker")
     controller = next(iter(plan.inventory.hosts))
