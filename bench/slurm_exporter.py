@@ -14,6 +14,7 @@ Usage: python -m bench.slurm_exporter [--nodes 1000] [--jobs 10000] [--repeat 3]
 import argparse
 import copy
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 
 from bench import markdown
+from driver.apps.slurm_reference import role_filters
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
@@ -58,12 +60,14 @@ def answers(version: str, nodes: int, jobs: int) -> tuple[str, str, str]:
         node_answer["nodes"].append(node)
     # squeue's text form, as the exporter asks it (-t all): the captured line, renumbered,
     # spread over USERS users in ACCOUNTS accounts (the per-user series are bounded to --top)
-    template = (folder / "jobs.txt").read_text().splitlines()[0].split("|")
+    captured = (folder / "jobs.txt").read_text()
+    template = role_filters("slurm_output")._text_rows(captured, "jobs")[0]
+    separator = re.search(r"\|[0-9a-f]{24}\|", captured).group()
     lines = []
     for index in range(jobs):
         template[0], template[1] = str(index + 1), JOB_STATES[index % len(JOB_STATES)]
         template[2], template[3] = f"user{index % USERS:04d}", f"acct{index % ACCOUNTS:02d}"
-        lines.append("|".join(template))
+        lines.append(separator.join(template))
     job_answer = "\n".join(lines) + "\n"
     command = "scontrol show nodes --json" if scontrol else "sinfo --json"
     return command, json.dumps(node_answer), json.dumps(job_answer)
@@ -77,12 +81,12 @@ def measure_once(version: str, folder: Path) -> None:
 
     command = (folder / "command").read_text()
     node_answer, job_answer = (folder / "nodes").read_text(), (folder / "jobs").read_text()
-    jobs_argv = slurm_exporter.slurm_output.slurm_command("jobs", json=False, ended=True)
-    replies = {command: node_answer, " ".join(jobs_argv): job_answer}
+    # by the command's name: the jobs query's separator is new at each call
+    replies = {command.split()[0]: node_answer, "squeue": job_answer}
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     collector = slurm_exporter.SlurmCollector(
         (FIXTURES / version / "VERSION").read_text().strip(),
-        run=lambda argv: replies[" ".join(argv)],
+        run=lambda argv: replies[argv[0]],
     )
     started = time.perf_counter()
     samples = sum(len(family.samples) for family in collector.collect())

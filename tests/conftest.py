@@ -1,5 +1,7 @@
 import hashlib
 import json
+import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -35,6 +37,18 @@ def console_script(
         check=False,
         timeout=timeout,
     )
+
+
+# What the readers of slurm_output take as one text answer's field separator (text_command's).
+SLURM_SEPARATOR = re.compile(r"\|[0-9a-f]{24}\|")
+
+
+def slurm_text(rows: str, like: str = "") -> str:
+    """Slurm text answer rows written with `|` between fields, as a text query of the bundle
+    gets them: with the separator of `like` (a captured answer), else a new one."""
+    found = SLURM_SEPARATOR.search(like)
+    separator = found.group() if found else f"|{secrets.token_hex(12)}|"
+    return rows.replace("|", separator)
 
 
 def example(name: str) -> dict:

@@ -8,6 +8,7 @@ from uuid import UUID
 from driver.apps.base import AppAdapter, OperationError, Violation, observed
 from driver.apps.slurm_reference import (
     ACCOUNT_EXISTS,
+    STORAGE_CONFLICT,
     STORAGE_NOT_SHARED,
     login_user_rules,
     storage_vars,
@@ -35,6 +36,7 @@ class OpenOnDemand(AppAdapter):
     operation_errors: ClassVar[dict[str, OperationError]] = {
         "account_exists": ACCOUNT_EXISTS,
         "storage_not_shared": STORAGE_NOT_SHARED,
+        "storage_conflict": STORAGE_CONFLICT,
         "slurm_host": OperationError(
             "the request places a companion portal on a host that runs a Slurm daemon (the "
             "role checks the host itself); nothing was changed",

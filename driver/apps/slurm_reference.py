@@ -83,6 +83,17 @@ STORAGE_NOT_SHARED = OperationError(
 )
 
 
+# storage.model platform_mount: a link, a folder not root's alone, or another uid's folder
+# where the roles' homes or job directories go (slurm_common's slurm_folder), found before
+# anything was changed: what a cluster user planted on the mount is never followed.
+STORAGE_CONFLICT = OperationError(
+    "a symbolic link, or a folder that another uid owns, is where the bundle's folders go on "
+    "the platform's storage (the path is named); nothing was changed on any host",
+    None,
+    (InstanceStatus.FAILED, Health.UNKNOWN),
+)
+
+
 def storage_vars(config: dict[str, Any]) -> dict[str, Any]:
     """slurm_common's storage variables from a cluster config's `storage` (defaults applied)."""
     storage = config.get("storage") or {}
@@ -109,6 +120,7 @@ class SlurmReference(AppAdapter):
         ),
         "account_exists": ACCOUNT_EXISTS,
         "storage_not_shared": STORAGE_NOT_SHARED,
+        "storage_conflict": STORAGE_CONFLICT,
         "no_node_in_service": OperationError(
             "every node the readiness job would run on is drained, so no job can prove the "
             "cluster ready; the operation's changes are applied and the nodes stay drained "

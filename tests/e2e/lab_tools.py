@@ -2,6 +2,7 @@
 
 import io
 import json
+import re
 import subprocess
 import tarfile
 import threading
@@ -9,7 +10,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from conftest import VENV, console_script
+from conftest import ROOT, VENV, console_script
 
 from driver.catalog import credentials_root
 from driver.lab import lab
@@ -333,3 +334,138 @@ def check_typed_tasks(
         ("cancel", user, "ok"),
     ]
     assert "100% done" not in "\n".join(audit)  # the script's size, never its text
+
+
+# What any cluster user may name a job (tests/fixtures/slurm/hostile-job-name): a `|`, a newline
+# and then a line in the old `|` layout, a tab, `%`, quotes; 1,000 characters.
+HOSTILE_JOB_NAME = ROOT / "tests" / "fixtures" / "slurm" / "hostile-job-name"
+
+
+def scrape_slurm_exporter(lab_name: str) -> str:
+    """The Slurm exporter's exposition, scraped on the controller at the address it listens
+    on (the one Prometheus scrapes); fails the test unless it answers 200."""
+    ctl = f"{lab_name}-ctl"
+    listening = on_host(lab_name, ctl, "ss -ltnH").split("\n")
+    (address,) = [
+        line.split()[3] for line in listening if line.split()[3:4] and ":9341" in line.split()[3]
+    ]
+    return on_host(
+        lab_name,
+        ctl,
+        f"python3 -c 'import urllib.request; print(urllib.request.urlopen("
+        f'"http://{address}/metrics", timeout=30).read().decode())\'',
+    )
+
+
+def check_a_hostile_job_name_is_read_as_a_name(lab_name: str, env: dict[str, str], worker: str):
+    """Issue 44 (4), against the lab's real slurmctld: while a job whose name holds a forged
+    record runs on `worker`, the Jobs tab lists it under its name and nothing forged, the
+    Slurm exporter answers with its series, and remove_worker and drain_worker of the node
+    answer as for a plain name (busy, timed out) naming the job."""
+    ctl = f"{lab_name}-ctl"
+    user = lab.LAB_USER["name"]
+    upload(lab_name, ctl, {"hostile-job-name": HOSTILE_JOB_NAME}, "/opt/slurm-app-e2e-names")
+    job = on_host(
+        lab_name,
+        ctl,
+        f"cd /tmp && runuser -u {user} -- sbatch --parsable -o /dev/null -w {worker} "
+        "-J \"$(cat /opt/slurm-app-e2e-names/hostile-job-name)\" --wrap 'sleep 300'",
+    ).strip()
+    try:
+        on_host(
+            lab_name,
+            ctl,
+            f"for i in $(seq 60); do squeue -h -j {job} -t R | grep -q . && exit 0; sleep 1; "
+            "done; exit 1",
+        )
+        code, queue = lab_task(lab_name, env, "queue", user=user)
+        assert code == 0, queue
+        listed = {j["job_id"]: j for j in queue["output"]["jobs"]}
+        assert listed[int(job)]["name"] == HOSTILE_JOB_NAME.read_text()
+        assert listed[int(job)]["state"] == "running" and 424242 not in listed
+
+        # the exporter collects once per scrape interval: within two, it has read the job
+        for _ in range(70):
+            metrics = scrape_slurm_exporter(lab_name)
+            assert "\nslurm_up 1.0\n" in metrics, metrics[-2000:]
+            assert "\nslurm_exporter_collect_failures_total 0.0\n" in metrics
+            running = re.findall(
+                rf'^slurm_user_jobs_running{{user="{user}"}} (\S+)$', metrics, re.M
+            )
+            if running and float(running[0]) >= 1:
+                break
+            time.sleep(1)
+        else:
+            raise AssertionError(f"the exporter never counted the job: {metrics[-3000:]}")
+
+        code, result = lab_operation(lab_name, env, "remove_worker", worker)
+        assert code == 1 and result["error"]["code"] == "node_busy", result["error"]
+        assert job in result["error"]["message"] and result["changed"] == 0
+        code, result = lab_operation(
+            lab_name, env, "drain_worker", worker, drain_timeout_s=2, reason="hostile names"
+        )
+        assert code == 1 and result["error"]["code"] == "drain_timeout", result["error"]
+        assert job in result["error"]["message"]
+        code, result = lab_operation(lab_name, env, "resume_worker", worker)
+        assert code == 0, result
+    finally:
+        on_host(lab_name, ctl, f"scancel {job}")
+
+
+# What a link a cluster user plants points at: a root folder on root's PATH.
+LINK_TARGET = "/usr/local/bin"
+LINK_TARGET_STATE = (
+    f"stat -c '%U %G %a' {LINK_TARGET}; ls -la --time-style=+ {LINK_TARGET} | sha256sum"
+)
+
+
+def plant_links_on_the_mount(lab_name: str, env: dict[str, str]) -> str:
+    """Issue 44 (1), on a lab on the platform's storage: the mount made a scratch mount (anyone
+    may write its root), its cluster user plants `jobs -> /usr/local/bin`, then a `jobs` folder
+    of their own holding `<user> -> /usr/local/bin`, each before a deploy that would move the
+    job directories onto the mount: each deploy is refused with storage_conflict naming the
+    path, nothing changed, the link's target as it was. The second link stays for the
+    operations that follow; returns what its target looked like."""
+    ctl = f"{lab_name}-ctl"
+    user, mount = lab.LAB_USER["name"], lab.LAB_MOUNT
+    on_host(lab_name, ctl, f"chmod 1777 {mount}")
+    before = on_host(lab_name, ctl, LINK_TARGET_STATE)
+    deploy = lab.lab_dir(lab_name) / "deploy.json"
+    sent = deploy.read_text()
+    request = json.loads(sent)
+    request["instance"]["config"].setdefault("storage", {})["holds"] = "job_directories"
+    deploy.write_text(json.dumps(request))
+    try:
+        for plant, said in (
+            (f"ln -s {LINK_TARGET} {mount}/jobs", f"{mount}/jobs is a symbolic link"),
+            (
+                f"rm {mount}/jobs && mkdir {mount}/jobs && ln -s {LINK_TARGET} {mount}/jobs/{user}",
+                f"{mount}/jobs belongs to uid {lab.LAB_USER['uid']}, not to uid 0",
+            ),
+        ):
+            on_host(lab_name, ctl, f"runuser -u {user} -- sh -c '{plant}'")
+            code, result = lab_operation(lab_name, env, "deploy")
+            assert code == 1 and result["error"]["code"] == "storage_conflict", result["error"]
+            assert said in result["error"]["message"] and result["changed"] == 0
+            assert on_host(lab_name, ctl, LINK_TARGET_STATE) == before
+    finally:
+        deploy.write_text(sent)
+    return before
+
+
+def remove_planted_links(lab_name: str, before: str) -> None:
+    """The link's target still as it was; the links and their folder gone."""
+    ctl = f"{lab_name}-ctl"
+    assert on_host(lab_name, ctl, LINK_TARGET_STATE) == before
+    on_host(lab_name, ctl, f"rm -rf {lab.LAB_MOUNT}/jobs")
+
+
+def check_homes_are_their_users_alone(
+    lab_name: str, hosts: list[str], home: str, other: str = "nobody"
+) -> None:
+    """Issue 44 (5): a home is its user's alone (0700) on every host that sees it, whatever
+    the image's login.defs (Debian 12's makes homes 0755): another user cannot list it."""
+    for host in hosts:
+        assert on_host(lab_name, host, f"stat -c %a {home}").strip() == "700", host
+        denied = on_host(lab_name, host, f"runuser -u {other} -- ls {home} 2>&1 || true")
+        assert "Permission denied" in denied, (host, denied)

@@ -14,7 +14,9 @@ import pytest
 from conftest import VENV, console_script
 from lab_tools import (
     WebhookSink,
+    check_a_hostile_job_name_is_read_as_a_name,
     check_gpu_job_mapping,
+    check_homes_are_their_users_alone,
     kill_host,
     lab_gateway,
     lab_operation,
@@ -468,6 +470,14 @@ def test_drain_waits_for_jobs_never_kills_one_and_resume_returns_the_node(deploy
     assert on("e2e-ctl", "sinfo -h -n e2e-w01 -o %T").strip() == "idle"
     code, result = operation(deployed, "resume_worker", "e2e-w01")
     assert code == 0 and result["changed"] == 0, result
+
+
+def test_a_hostile_job_name_is_read_as_a_name(deployed):
+    check_a_hostile_job_name_is_read_as_a_name(SPEC.name, deployed["env"], "e2e-w01")
+
+
+def test_homes_are_their_users_alone(deployed):
+    check_homes_are_their_users_alone(SPEC.name, ["e2e-ctl", "e2e-w01"], "/home/labuser")
 
 
 def test_stop_keeps_queued_jobs_and_start_runs_them(deployed):

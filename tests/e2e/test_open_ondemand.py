@@ -21,11 +21,14 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, VENV, console_script
 from lab_tools import (
+    check_homes_are_their_users_alone,
     lab_gateway,
     lab_operation,
     lay_out_ood_upstream,
     on_host,
+    plant_links_on_the_mount,
     platform_env,
+    remove_planted_links,
     run_request,
     teardown_paths,
     upload,
@@ -381,6 +384,14 @@ def test_a_portal_host_without_the_platform_mount_is_refused_before_anything_cha
     installed = on_host(SPEC.name, host, "dpkg -l | grep -cE 'apache2|munge|slurm' || true")
     assert installed.strip() == "0"
     assert _controller(CLUSTER_STATE) == before
+
+
+def test_links_a_cluster_user_plants_on_the_mount_are_never_followed_on_24_11(portal):
+    """Issue 44 (1, 5) on Debian 13: the deploys that would follow a planted link are refused,
+    nothing changed; homes on the mount are 0700."""
+    before = plant_links_on_the_mount(SPEC.name, portal["env"])
+    remove_planted_links(SPEC.name, before)
+    check_homes_are_their_users_alone(SPEC.name, [CONTROLLER], HOME)
 
 
 def test_a_cohosted_portal_comes_and_goes_leaving_the_cluster_as_it_was(portal):

@@ -14,11 +14,15 @@ import pytest
 import yaml
 from conftest import ROOT, console_script
 from lab_tools import (
+    check_a_hostile_job_name_is_read_as_a_name,
     check_gpu_job_mapping,
+    check_homes_are_their_users_alone,
     check_typed_tasks,
     lab_operation,
     on_host,
+    plant_links_on_the_mount,
     platform_env,
+    remove_planted_links,
     run_request,
     teardown_paths,
 )
@@ -34,6 +38,8 @@ HOME = f"{lab.LAB_MOUNT}/home/{lab.LAB_USER['name']}"
 LATE_USER = {"name": "late", "uid": 2002, "gid": 2002}
 LATE_HOME = f"{lab.LAB_MOUNT}/home/late"
 BOTH_IDLE = ["old-w01", "idle", "old-w02", "idle"]
+# what the planted link's target looked like before (test_links_a_cluster_user_plants_...)
+LINK_TARGET_BEFORE: list[str] = []
 TEAMS = {
     "partitions": [
         {"name": "batch", "default": True, "max_time": "1-00:00:00"},
@@ -151,6 +157,14 @@ def _slurmd_since() -> str:
     return _on("old-w01", "systemctl show -p ActiveEnterTimestamp slurmd").strip()
 
 
+def test_links_a_cluster_user_plants_on_the_mount_are_never_followed(cluster):
+    """Issue 44 (1, 5): both deploys that would follow a planted link are refused, nothing
+    changed; the link stays there through the add_worker and the decommission below, which
+    never follow it (the last test finds its target as it was). Homes are 0700 on Debian 12."""
+    LINK_TARGET_BEFORE.append(plant_links_on_the_mount(SPEC.name, cluster))
+    check_homes_are_their_users_alone(SPEC.name, ["old-ctl", "old-w01"], HOME)
+
+
 def test_add_remove_and_add_again_on_22_05(cluster):
     """old-w02 has a GPU device file: 22.05's slurmd cannot fetch a Prolog, so it runs the
     copy slurm_worker installed, by its path."""
@@ -220,12 +234,17 @@ def test_a_config_change_reaches_every_worker_joined_since(cluster):
     assert {m["status"] for m in result["members"]} == {"ready"}
     for host in workers:
         assert _on(host, "getent passwd late").startswith("late:x:2002:2002:"), host
+    check_homes_are_their_users_alone(SPEC.name, ["old-ctl", "old-w04"], LATE_HOME, "labuser")
     ran = _on("old-ctl", "cd /tmp && runuser -u late -- srun -N5 -t1 hostname")
     assert sorted(ran.split()) == workers
 
 
 def test_the_jobs_and_nodes_tabs_typed_tasks_on_22_05(cluster):
     check_typed_tasks(SPEC.name, cluster, HOME)
+
+
+def test_a_hostile_job_name_is_read_as_a_name_on_22_05(cluster):
+    check_a_hostile_job_name_is_read_as_a_name(SPEC.name, cluster, "old-w01")
 
 
 def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluster(cluster):
@@ -273,4 +292,5 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     # the platform's storage still holds the job's output; the cluster's accounts are gone
     assert _on("old-w01", f"cat {HOME}/from-a-job.txt").strip() == "old-w02"
     assert _on("old-ctl", "getent passwd labuser late || true").strip() == ""
+    remove_planted_links(SPEC.name, LINK_TARGET_BEFORE[0])
     assert _on("old-ctl", "ls -A /workspace").split() == ["home"]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SLURM_SEPARATOR, slurm_text
 from prometheus_client import CollectorRegistry, generate_latest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +32,11 @@ SPEC_NAMES = [
 ]
 
 
+def unseparated(argv: list[str]) -> str:
+    """A command line less its text form's separator, which is new at each call."""
+    return SLURM_SEPARATOR.sub(slurm_output.SEPARATOR_MARK, " ".join(argv))
+
+
 class FakeSlurm:
     """Answers the exporter's commands from files; counts the calls."""
 
@@ -40,13 +46,14 @@ class FakeSlurm:
 
     def __call__(self, argv: list[str]) -> str:
         self.calls.append(argv)
-        key = " ".join(argv)
+        key = unseparated(argv)
         if key not in self.answers:
             raise subprocess.CalledProcessError(1, argv, stderr="unexpected command")
         return self.answers[key]
 
 
-# What slurmctld still holds of two jobs that ended, in the text jobs form (MinJobAge).
+# What slurmctld still holds of two jobs that ended, in the text jobs form (MinJobAge), with
+# `|` where the captured answer's separator goes.
 ENDED_JOBS = (
     "3|COMPLETED|labuser|default|batch|1|1|cpu=1,node=1,billing=1|2026-11-27T14:49:10|"
     "2026-11-27T14:49:11|UNLIMITED|w01|None|ok\n"
@@ -63,10 +70,11 @@ def captured(version: str, ended: str = ENDED_JOBS) -> FakeSlurm:
         else ("sinfo --json", "sinfo.json")
     )
     jobs = slurm_output.slurm_command("jobs", json=False, ended=True)
+    answer = (folder / "jobs.txt").read_text()
     return FakeSlurm(
         {
             nodes[0]: (folder / nodes[1]).read_text(),
-            " ".join(jobs): (folder / "jobs.txt").read_text() + ended,
+            unseparated(jobs): answer + slurm_text(ended, like=answer),
         }
     )
 
@@ -170,6 +178,24 @@ def test_slurm_not_answering_is_slurm_up_0_and_no_made_up_numbers():
     assert not any(name.startswith(("slurm_nodes_", "slurm_queue_")) for name in samples)
 
 
+def test_a_collection_that_cannot_be_read_is_counted_and_the_scrape_still_answers():
+    """Issue 44 (4): an answer the readers refuse is slurm_up 0 and one more failure counted,
+    never a failed scrape (an HTTP 500 would take every slurm_* series away)."""
+    slurm = captured("24.11")
+    jobs_key = next(key for key in slurm.answers if key.startswith("squeue"))
+    slurm.answers[jobs_key] = "424242|bob|RUNNING\n"
+    now = [0.0]
+    collector = exporter.SlurmCollector("24.11.5", run=slurm, clock=lambda: now[0])
+    registry = CollectorRegistry()
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    assert "slurm_up 0.0" in text and "slurm_exporter_collect_failures_total 1.0" in text
+    now[0] += 30
+    slurm.answers[jobs_key] = captured("24.11").answers[jobs_key]
+    text = generate_latest(registry).decode()
+    assert "slurm_up 1.0" in text and "slurm_exporter_collect_failures_total 1.0" in text
+
+
 def test_the_jobs_query_lists_what_ended_in_every_version():
     """squeue's text form with -t all, whatever the version: the JSON form's 5 KB per job
     (24.11) is what the exporter avoids."""
@@ -191,10 +217,12 @@ def test_the_exposition_carries_every_name_the_spec_lists():
 
 def _queue(*jobs: tuple[str, str, str, str, int, str]) -> str:
     """squeue text rows: (job id, state, user, account, GPUs, start time or N/A)."""
-    return "".join(
-        f"{job_id}|{state}|{user}|{account}|batch|1|4|cpu=4,gres/gpu={gpus}|"
-        f"2026-11-27T10:00:00|{start}|1:00:00|{'w01' if start != 'N/A' else ''}|None|job\n"
-        for job_id, state, user, account, gpus, start in jobs
+    return slurm_text(
+        "".join(
+            f"{job_id}|{state}|{user}|{account}|batch|1|4|cpu=4,gres/gpu={gpus}|"
+            f"2026-11-27T10:00:00|{start}|1:00:00|{'w01' if start != 'N/A' else ''}|None|job\n"
+            for job_id, state, user, account, gpus, start in jobs
+        )
     )
 
 
@@ -202,7 +230,7 @@ def _collector_over(queue: list[str], top: int = 20):
     """A collector whose squeue answers each entry of `queue` in turn (a new one per
     collection), with the captured 24.11 nodes."""
     slurm = captured("24.11", ended="")
-    jobs_key = " ".join(slurm_output.slurm_command("jobs", json=False, ended=True))
+    jobs_key = unseparated(slurm_output.slurm_command("jobs", json=False, ended=True))
     now = [0.0]
     collector = exporter.SlurmCollector(
         "24.11.5", run=slurm, cache_seconds=30, clock=lambda: now[0], top=top
@@ -257,7 +285,7 @@ def test_each_jobs_wait_is_counted_once_from_submission_to_start():
 
 def test_a_pending_jobs_estimated_start_and_a_job_cancelled_while_pending_are_no_waits():
     row = "|labuser|default|batch|1|1|cpu=1,gres/gpu=1|2026-11-27T10:00:00|{}|UNLIMITED|{}|{}|j\n"
-    queue = (
+    queue = slurm_text(
         "8|PENDING" + row.format("2027-11-27T10:00:00", "", "Resources")  # a year ahead
         + "9|CANCELLED" + row.format("2026-11-27T10:02:00", "", "None")  # never ran
     )  # fmt: skip

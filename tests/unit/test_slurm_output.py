@@ -1,9 +1,10 @@
 """slurm_common's Slurm readers against output captured from real 22.05 and 24.11 daemons
 (tests/fixtures/slurm/capture.sh: a completed and a failed job, one running on the GPU, one
-pending for it, the only worker, with one GPU device file, draining with a reason that contains
-a `|`)."""
+pending for it under a hostile name, the only worker, with one GPU device file, draining with
+a reason of two lines)."""
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -15,6 +16,10 @@ from driver.apps.slurm_reference import role_filters
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
 VERSIONS = ["22.05", "24.11"]
 slurm_output = role_filters("slurm_output")
+# What any cluster user may name a job (capture.sh submits the pending job with it): a `|`, a
+# newline and then a line in the old `|` layout, a tab, `%`, quotes; 1,000 characters.
+HOSTILE_NAME = (FIXTURES / "hostile-job-name").read_text()
+REASON = "capture: draining | with a bar\nb22-w01|idle|2/0/0/2"
 
 
 def _read(version: str, name: str) -> str:
@@ -42,13 +47,13 @@ def test_the_fixtures_are_what_capture_sh_records(version):
 def test_slurmd_C_gives_the_node_line_numbers(version):
     hardware = slurm_output.slurm_node_hardware(_read(version, "slurmd-C.txt"))
     assert hardware == {
-        "name": ("b22" if version == "22.05" else "t24") + "-w01",
+        "name": ("cb" if version == "22.05" else "ct") + "-w01",
         "cpus": 2,
         "boards": 1,
         "sockets_per_board": 1,
         "cores_per_socket": 2,
         "threads_per_core": 1,
-        "real_memory": 24105,
+        "real_memory": 24151,
     }
 
 
@@ -63,7 +68,7 @@ def test_a_draining_node_reads_the_same_from_json_and_text(version):
     (from_text,) = slurm_output.slurm_nodes(_read(version, "nodes.txt"))
     assert from_json["state"] == "draining"
     assert from_json["flags"] == ["drain"]
-    assert from_json["reason"] == "capture: draining | with a bar"
+    assert from_json["reason"] == REASON
     assert from_json["cpus"] == from_json["alloc_cpus"] == 2
     assert from_json["partitions"] == ["batch"]
     assert from_json["gpus"] == 1 and from_json["gres"] == "gpu:1"
@@ -104,7 +109,7 @@ def test_the_queue_reads_the_same_from_json_and_text(version, monkeypatch):
     # (per job); the limit in minutes, none for unlimited; a `|` in a name is the name's
     assert (running["gpus"], running["cpus"], running["time_limit"]) == (1, 2, 120)
     assert (pending["gpus"], pending["time_limit"], pending["start_time"]) == (1, None, None)
-    assert pending["name"] == "queued | one GPU" and running["name"] == "long"
+    assert pending["name"] == HOSTILE_NAME and running["name"] == "long"
     assert running["account"] == pending["account"] == "default"
     assert 0 <= running["start_time"] - running["submit_time"] < 60
 
@@ -161,7 +166,11 @@ def test_22_05_accounting_uses_text_because_its_json_exit_codes_are_wrong():
 def test_text_fallbacks_are_what_the_readers_expect():
     for what in ("nodes", "jobs", "accounting"):
         argv = slurm_output.slurm_command(what, "24.11.5", json=False)
-        assert argv == slurm_output.TEXT_COMMANDS[what]
+        separator = _separator(" ".join(argv))
+        assert argv == [
+            arg.replace(slurm_output.SEPARATOR_MARK, separator)
+            for arg in slurm_output.TEXT_COMMANDS[what]
+        ]
     with pytest.raises(ValueError, match="unknown Slurm query"):
         slurm_output.slurm_command("licenses", "24.11.5")
 
@@ -186,9 +195,65 @@ def test_a_slurm_error_in_json_is_not_read_as_an_empty_cluster():
         slurm_output.slurm_nodes(answer)
 
 
+def _separator(text: str) -> str:
+    found = re.findall(r"\|[0-9a-f]{24}\|", text)
+    assert found, text
+    return found[0]
+
+
+def _answer(rows: list[list[str]], separator: str) -> str:
+    return "".join(separator.join(row) + "\n" for row in rows)
+
+
+def test_every_text_query_has_a_separator_of_its_own():
+    made = {_separator(" ".join(slurm_output.text_command("jobs"))) for _ in range(50)}
+    assert len(made) == 50
+    for what in slurm_output.TEXT_COMMANDS:
+        argv = slurm_output.text_command(what)
+        assert slurm_output.SEPARATOR_MARK not in " ".join(argv)
+        assert len(set(re.findall(r"\|[0-9a-f]{24}\|", " ".join(argv)))) == 1, argv
+
+
 def test_a_malformed_text_line_is_an_error():
-    with pytest.raises(ValueError, match="sinfo"):
+    with pytest.raises(ValueError, match="sinfo answer, without its separator"):
         slurm_output.slurm_nodes("w01|idle\n")
+    separator = _separator(" ".join(slurm_output.text_command("nodes")))
+    with pytest.raises(ValueError, match="sinfo answer: 2 fields"):
+        slurm_output.slurm_nodes(f"w01{separator}idle\n")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_no_job_name_or_reason_changes_what_is_read(version, monkeypatch):
+    """Issue 44 (4): whatever a user names a job, even a forged record in the old layout, in
+    another separator or in one of the same shape, the queue holds the jobs Slurm listed."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    captured = _read(version, "jobs.txt")
+    separator = _separator(captured)
+    (running, pending) = slurm_output.slurm_jobs(captured)
+    other = _separator(" ".join(slurm_output.text_command("jobs")))
+    template = captured.split(separator)
+    names = [
+        "x\n" + "|".join(["424242", "RUNNING", "bob"] + ["1"] * 11),
+        "x\n" + other.join(["424242", "RUNNING", "bob"] + ["1"] * 11),
+        "\n\n\t%j%%u \"'\\" + separator[:-1],  # the separator less its last character
+        "ends with a newline\n",
+        "",
+    ]
+    for name in names:
+        rows = [[*record[:-1], name] for record in slurm_output._text_rows(captured, "jobs")]
+        read = slurm_output.slurm_jobs(_answer(rows, separator))
+        assert [(j["job_id"], j["user"], j["name"]) for j in read] == [
+            (running["job_id"], running["user"], name),
+            (pending["job_id"], pending["user"], name),
+        ], name
+    assert len(template) == 2 * (len(slurm_output.JOB_FIELDS) - 1) + 1
+    nodes = slurm_output._text_rows(_read(version, "nodes.txt"), "nodes")
+    nodes = [[*row[:-1], "ok\nw99|idle|2/0/0/2|1|(null)|batch|none"] for row in nodes]
+    node_separator = _separator(_read(version, "nodes.txt"))
+    assert [n["name"] for n in slurm_output.slurm_nodes(_answer(nodes, node_separator))] == [
+        nodes[0][0]
+    ]
 
 
 def test_the_readers_need_only_the_standard_library(tmp_path: Path):
@@ -198,7 +263,7 @@ def test_the_readers_need_only_the_standard_library(tmp_path: Path):
         for line in source.splitlines()
         if line.startswith(("import ", "from "))
     }
-    assert imports <= {"__future__", "json", "re", "time", "typing"}
+    assert imports <= {"__future__", "json", "re", "secrets", "time", "typing"}
 
 
 def test_a_narrowed_nodes_query_is_the_text_form_in_every_version():
@@ -265,7 +330,10 @@ def test_taking_jobs_leaves_out_drained_and_silent_nodes():
     ],
 )
 def test_sinfo_state_words(word, base, flags, state):
-    (node,) = slurm_output.slurm_nodes(f"w1|{word}|0/2/0/2|1000|(null)|batch*|none\n")
+    separator = _separator(" ".join(slurm_output.text_command("nodes")))
+    (node,) = slurm_output.slurm_nodes(
+        separator.join(["w1", word, "0/2/0/2", "1000", "(null)", "batch*", "none"]) + "\n"
+    )
     assert (node["base_state"], node["flags"], node["state"]) == (base, flags, state)
 
 
@@ -297,11 +365,16 @@ def test_history_reads_the_jobs_sacct_recorded_as_the_queue_reads_them(version, 
     """sacct -X (the Jobs tab's completed and failed views) in the records slurm_jobs gives."""
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
-    history = {j["name"]: j for j in slurm_output.slurm_history(_read(version, "history.txt"))}
+    read = slurm_output.slurm_history(_read(version, "history.txt"))
     queue = {j["name"]: j for j in slurm_output.slurm_jobs(_read(version, "jobs.txt"))}
-    assert history["ok"]["state"] == "COMPLETED" and history["bad"]["state"] == "FAILED"
-    assert history["ok"]["elapsed"] == 0 and history["ok"]["node_list"].endswith("-w01")
-    running, pending = history["long"], history["queued | one GPU"]
+    history = {j["job_id"]: j for j in read}
+    assert "424242" not in history and len(history) == len(read)  # nothing forged
+    by_name = {j["name"]: j for j in read}
+    assert by_name["ok"]["state"] == "COMPLETED" and by_name["bad"]["state"] == "FAILED"
+    assert by_name["ok"]["elapsed"] == 0 and by_name["ok"]["node_list"].endswith("-w01")
+    running, pending = history[queue["long"]["job_id"]], history[queue[HOSTILE_NAME]["job_id"]]
+    # slurmdbd keeps a name's first 255 characters less the quotes, which it turns to `
+    assert pending["name"] == HOSTILE_NAME[:255].replace('"', "`")
     assert (running["state"], running["gpus"], running["cpus"], running["time_limit"]) == (
         "RUNNING", 1, 2, 120
     )  # fmt: skip

@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from conftest import MANIFESTS, ROOT
+from conftest import MANIFESTS, ROOT, SLURM_SEPARATOR, slurm_text
 
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
 for folder in ("roles/slurm_common/filter_plugins", "roles/slurm_controller/files"):
@@ -30,6 +30,17 @@ ALICE, BOB, ADMIN = (
     {"name": "bob", "uid": 2002, "admin": False},
     {"name": "ops", "uid": 2003, "admin": True},
 )
+
+
+def job_rows(answer: str) -> list[list[str]]:
+    """The records of a captured squeue text answer."""
+    return slurm_output._text_rows(answer, "jobs")
+
+
+def jobs_answer(rows: list[list[str]], captured: str) -> str:
+    """Records as squeue prints them, with the captured answer's separator."""
+    separator = SLURM_SEPARATOR.search(captured).group()
+    return "".join(separator.join(row) + "\n" for row in rows)
 
 
 class Host:
@@ -54,12 +65,12 @@ class Host:
         if argv[0] == "squeue":
             if "-j" in argv:
                 wanted = argv[argv.index("-j") + 1]
-                rows = [r for r in self.jobs.splitlines() if r.split("|")[0] == wanted]
+                rows = [r for r in job_rows(self.jobs) if r[0] == wanted]
                 if not rows:
                     raise task.TaskError(
                         "failed", "slurm_load_jobs error: Invalid job id specified"
                     )
-                return "\n".join(rows) + "\n"
+                return jobs_answer(rows, self.jobs)
             return self.jobs
         if argv[0] in ("sinfo", "scontrol"):
             return self.nodes
@@ -127,7 +138,7 @@ def test_the_queue_answers_the_manifests_shape_alike_on_22_05_and_24_11(host, tm
     assert {k: pending[k] for k in ("state", "gpus", "time_limit", "nodes", "time_elapsed")} == {
         "state": "pending", "gpus": 1, "time_limit": "UNLIMITED", "nodes": "", "time_elapsed": None,
     }  # fmt: skip
-    assert pending["name"] == "queued | one GPU"
+    assert pending["name"] == (FIXTURES / "hostile-job-name").read_text()
     assert pending["submit_time"].endswith("Z") and isinstance(pending["job_id"], int)
     only_pending = check_output("queue", ask(host, tmp_path, "queue", {"state": "pending"}))
     assert [j["job_id"] for j in only_pending["jobs"]] == [pending["job_id"]]
@@ -142,12 +153,14 @@ def test_the_nodes_answer_reads_gpus_and_memory_in_use(host, tmp_path):
     assert node["hostname"].endswith("-w01") and node["state"] == "draining"
     assert (node["cpus_total"], node["cpus_alloc"]) == (2, 2)
     assert (node["gpus_total"], node["gpus_alloc"]) == (1, 1)
-    assert node["memory_total_mb"] == 24105 and node["partitions"] == ["batch"]
-    assert node["reason"] == "capture: draining | with a bar"
+    hardware = (FIXTURES / host.version[:5] / "slurmd-C.txt").read_text()
+    memory = slurm_output.slurm_node_hardware(hardware)["real_memory"]
+    assert node["memory_total_mb"] == memory and node["partitions"] == ["batch"]
+    assert node["reason"] == "capture: draining | with a bar\nb22-w01|idle|2/0/0/2"
 
 
 def test_completed_and_failed_come_from_accounting_or_say_they_do_not(host, tmp_path):
-    host.history = (
+    host.history = slurm_text(
         "3|COMPLETED|alice|default|batch|1|w01|billing=1,cpu=1,node=1|2026-11-27T10:00:00|"
         "2026-11-27T10:00:01|00:00:05|UNLIMITED|ok\n"
         "4|CANCELLED by 2001|alice|default|batch|1|w01|billing=1,cpu=1,gres/gpu=1,node=1|"
@@ -189,7 +202,7 @@ def test_submit_runs_as_the_user_with_the_script_as_sbatchs_stdin(host, tmp_path
 def test_cancel_is_the_owners_or_an_admins_and_says_what_it_cannot_find(host, tmp_path):
     own = host.jobs.replace("labuser", "alice")
     host.jobs = own
-    running_id = int(own.splitlines()[1].split("|")[0])
+    running_id = int(job_rows(own)[0][0])
     refused = ask(host, tmp_path, "cancel", {"job_id": running_id}, user="bob")
     assert refused["error"]["code"] == "forbidden" and refused["audit"]["outcome"] == "forbidden"
     assert not any(argv[0] == "scancel" or "scancel" in argv for argv, _ in host.ran)
@@ -206,8 +219,9 @@ def test_cancel_is_the_owners_or_an_admins_and_says_what_it_cannot_find(host, tm
 
 
 def test_array_and_heterogeneous_jobs_keep_their_numeric_id(host, tmp_path):
-    row = host.jobs.splitlines()[0].split("|", 1)[1]
-    host.jobs = "".join(f"{job_id}|{row}\n" for job_id in ("12_3", "12_[4-9]", "13+0", "13+1"))
+    row = job_rows(host.jobs)[0][1:]
+    ids = ("12_3", "12_[4-9]", "13+0", "13+1")
+    host.jobs = jobs_answer([[job_id, *row] for job_id in ids], host.jobs)
     jobs = check_output("queue", ask(host, tmp_path, "queue", {}))["jobs"]
     assert [(j["job_id"], j["array_task_id"]) for j in jobs] == [
         (12, 3), (12, None), (13, None), (13, None)

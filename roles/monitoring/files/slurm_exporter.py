@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -35,7 +36,7 @@ from typing import Any
 
 import slurm_output
 from prometheus_client import REGISTRY, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 Runner = Callable[[list], str]
 
@@ -110,6 +111,7 @@ class SlurmCollector:
         self.top = top
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
+        self.failures = 0
         # Each job's wait is counted once, when a collection first sees it started; the ids
         # are forgotten when slurmctld forgets the job (MinJobAge). After a restart, the
         # started jobs slurmctld still holds are counted again, as a counter reset.
@@ -139,13 +141,17 @@ class SlurmCollector:
             jobs_output = self.run(
                 slurm_output.slurm_command("jobs", self.version, json=False, ended=True)
             )
-        except (OSError, subprocess.SubprocessError):
+            if nodes_output.lstrip().startswith("{"):
+                nodes = slurm_output.slurm_node_usage(nodes_output)
+            else:  # a build without the JSON serializer: no GPU use in the text forms
+                nodes = [{**n, "alloc_gpus": None} for n in slurm_output.slurm_nodes(nodes_output)]
+            jobs = slurm_output.slurm_jobs(jobs_output, ended=True)
+        except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError) as error:
+            # A failed collection is a sample (slurm_up 0, the failures counted), never a
+            # failed scrape: the exporter's own series and the last cause stay readable.
+            self.failures += 1
+            print(f"collection failed: {type(error).__name__}: {error}"[:500], file=sys.stderr)
             return Snapshot(up=False, seconds=time.perf_counter() - started, taken_at=now)
-        if nodes_output.lstrip().startswith("{"):
-            nodes = slurm_output.slurm_node_usage(nodes_output)
-        else:  # a build without the JSON serializer: no GPU use in the text forms
-            nodes = [{**n, "alloc_gpus": None} for n in slurm_output.slurm_nodes(nodes_output)]
-        jobs = slurm_output.slurm_jobs(jobs_output, ended=True)
         self._count_waits(jobs)
         return Snapshot(nodes, jobs, True, time.perf_counter() - started, now)
 
@@ -166,6 +172,11 @@ class SlurmCollector:
         yield _gauge("slurm_up", "Whether Slurm answered the last collection", int(snap.up))
         yield _gauge(
             "slurm_exporter_collect_seconds", "Time the last collection took", snap.seconds
+        )
+        yield CounterMetricFamily(
+            "slurm_exporter_collect_failures",
+            "Collections that Slurm did not answer or that could not be read",
+            value=self.failures,
         )
         if not snap.up:
             return

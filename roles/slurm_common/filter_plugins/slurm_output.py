@@ -4,24 +4,35 @@ One module for every reader: the roles use it as Ansible filters, the driver imp
 the monitoring exporter ships it to the controller. It is plain Python 3.9+ with the standard
 library only, so it runs on any customer host without pip.
 
-Readers accept either answer: `--json` (preferred: stable field names, no quoting problems)
-or the `|`-separated text of the fallback formats below, for Slurm builds without the JSON
-serializer. The JSON shapes differ across versions: 22.05 (openapi v0.0.38) gives scalar
-states and plain numbers; 23.02+ give state lists and {set, infinite, number} wrappers; per-node
-records come from `sinfo --json` before 23.02 and from `scontrol show nodes --json` after
-(24.11's `sinfo --json` groups nodes). Both are read into the same records.
+Readers accept either answer: `--json` (stable field names, no quoting problems) or the text
+of the formats below, which are faster where many jobs are read. The JSON shapes differ across
+versions: 22.05 (openapi v0.0.38) gives scalar states and plain numbers; 23.02+ give state
+lists and {set, infinite, number} wrappers; per-node records come from `sinfo --json` before
+23.02 and from `scontrol show nodes --json` after (24.11's `sinfo --json` groups nodes). Both
+are read into the same records.
+
+Slurm prints a job's name and a node's reason as given, newlines and `|` included, so no fixed
+character tells a text field from the next. Each text query separates its fields with a
+separator of its own (`|`, 24 random hex digits, `|`; new at every call), which no job name
+submitted before the call can hold; the reader takes the first one in the answer, which
+follows the first record's first field (a job id or node name: Slurm makes those). A record
+may then hold newlines anywhere but in its first field. A user who reads the command line in
+the process list while the query runs and renames a pending job before slurmctld answers
+(milliseconds) could still learn one separator; what that job can then forge is one query's
+reading, for that query alone.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import secrets
 import time
 from typing import Any
 
-# Free text (reasons, job names) goes last: the split stops before it, so a `|` in it is
-# harmless. Jobs use squeue's -O form: only it has the TRES a job holds (its GPUs, whether
-# asked per node, per job or per task); each field ends with `|` and is printed whole.
+# Jobs use squeue's -O form: only it has the TRES a job holds (its GPUs, whether asked per node,
+# per job or per task); each field but the last ends with the separator (a suffix: -O's
+# `field:suffix`) and is printed whole.
 JOB_FIELDS = (
     "JobID",
     "State",
@@ -53,25 +64,47 @@ HISTORY_FIELDS = (
     "Timelimit",
     "JobName",
 )
+NODE_FIELDS = ("%N", "%T", "%C", "%m", "%G", "%P", "%E")
+ACCOUNTING_FIELDS = ("JobID", "State", "User", "NNodes", "NodeList", "ExitCode")
+# What stands between two fields of a text answer; SEPARATOR_MARK in a format is replaced by a
+# new one per call (text_command).
+SEPARATOR_MARK = "{separator}"
+_SEPARATOR = re.compile(r"\|[0-9a-f]{24}\|")
 TEXT_COMMANDS: dict[str, list[str]] = {
-    "nodes": ["sinfo", "-h", "-N", "-o", "%N|%T|%C|%m|%G|%P|%E"],
-    "jobs": ["squeue", "-h", "-a", "-O", ",".join([f + ":|" for f in JOB_FIELDS[:-1]] + ["Name:"])],
+    "nodes": ["sinfo", "-h", "-N", "-o", SEPARATOR_MARK.join(NODE_FIELDS)],
+    "jobs": [
+        "squeue",
+        "-h",
+        "-a",
+        "-O",
+        ",".join([f"{field}:{SEPARATOR_MARK}" for field in JOB_FIELDS[:-1]] + ["Name:"]),
+    ],
     # The jobs that left the queue, one row each (-X: no steps), for the Jobs tab's completed
     # and failed views; slurm_command adds the window's start.
-    "history": ["sacct", "-n", "-P", "-X", "-a", "-o", ",".join(HISTORY_FIELDS)],
+    "history": [
+        "sacct",
+        "-n",
+        "-P",
+        f"--delimiter={SEPARATOR_MARK}",
+        "-X",
+        "-a",
+        "-o",
+        ",".join(HISTORY_FIELDS),
+    ],
     "accounting": [
         "sacct",
         "-n",
         "-P",
+        f"--delimiter={SEPARATOR_MARK}",
         "-a",
         "-o",
-        "JobID,State,User,NNodes,NodeList,ExitCode",
+        ",".join(ACCOUNTING_FIELDS),
     ],
 }
 _TEXT_FIELDS = {
-    "nodes": 7,
+    "nodes": len(NODE_FIELDS),
     "jobs": len(JOB_FIELDS),
-    "accounting": 6,
+    "accounting": len(ACCOUNTING_FIELDS),
     "history": len(HISTORY_FIELDS),
 }
 
@@ -157,7 +190,7 @@ def slurm_command(
         else:
             argv = ["sacct", "--json", "-a"]
     else:
-        argv = list(TEXT_COMMANDS[what])
+        argv = text_command(what)
         if node_list:
             argv[1:1] = ["-n" if what == "nodes" else "-w", node_list]
         if what == "jobs" and ended:
@@ -168,6 +201,12 @@ def slurm_command(
         # With -j sacct searches from the epoch, not from today's midnight.
         argv += ["-j", ",".join(str(job_id) for job_id in job_ids)]
     return argv
+
+
+def text_command(what: str) -> list[str]:
+    """The text form of `what` with a separator of its own: a new random one at each call."""
+    separator = f"|{secrets.token_hex(12)}|"
+    return [arg.replace(SEPARATOR_MARK, separator) for arg in TEXT_COMMANDS[what]]
 
 
 def slurm_node_hardware(output: str) -> dict[str, Any]:
@@ -489,12 +528,16 @@ def slurm_taking_jobs(nodes: list[dict[str, Any]], drain_ok: bool = False) -> li
 
 
 def du_sizes(output: str) -> list[dict[str, Any]]:
-    """`du -sb -- PATH...` as [{path, bytes}] (what a teardown reports it destroyed)."""
-    sizes = []
+    """`du -sb -- PATH...` as [{path, bytes}] (what a teardown reports it destroyed); a
+    `linked<TAB>PATH` line (measure.yml: a link on its way, not followed) as bytes None and
+    linked true."""
+    sizes: list[dict[str, Any]] = []
     for line in output.splitlines():
         size, _, path = line.partition("\t")
         if path and size.isdigit():
             sizes.append({"path": path, "bytes": int(size)})
+        elif path and size == "linked":
+            sizes.append({"path": path, "bytes": None, "linked": True})
     return sizes
 
 
@@ -547,14 +590,30 @@ def _json(output: str, key: str) -> list[dict[str, Any]]:
 
 
 def _text_rows(output: str, what: str) -> list[list[str]]:
+    """The records of a text answer (text_command's), each `width` fields. The separator is the
+    first one in the answer: it follows the first record's first field, which Slurm makes. Two
+    records meet at the last newline between the separators around them: only a first field
+    (a job id, a node name) never holds one."""
     width = _TEXT_FIELDS[what]
+    command = TEXT_COMMANDS[what][0]
+    if not output.strip():
+        return []
+    found = _SEPARATOR.search(output)
+    if found is None:
+        raise ValueError(f"unexpected {command} answer, without its separator: {output[:200]!r}")
+    body = output[:-1] if output.endswith("\n") else output
+    parts = body.split(found.group())
+    if (len(parts) - 1) % (width - 1):
+        raise ValueError(f"unexpected {command} answer: {len(parts)} fields in {output[:200]!r}")
     rows = []
-    for line in output.splitlines():
-        if not line.strip():
-            continue
-        fields = line.split("|", width - 1)
-        if len(fields) != width:
-            raise ValueError(f"unexpected {TEXT_COMMANDS[what][0]} line: {line[:200]!r}")
+    first = parts[0].strip()
+    for start in range(1, len(parts), width - 1):
+        fields = [first, *parts[start : start + width - 1]]
+        if start + width - 1 < len(parts):
+            last, newline, first = fields[-1].rpartition("\n")
+            if not newline or not first.strip():
+                raise ValueError(f"unexpected {command} answer: no record after {fields[0]!r}")
+            fields[-1], first = last, first.strip()
         rows.append(fields)
     return rows
 

@@ -1,5 +1,6 @@
 """slurm_common's filters over cluster users: `slurm_user_problems` (what is wrong with a list
-of them), and where their homes are (`passwd_homes`, `moved_homes`, `homes_by_place`).
+of them), where their homes are (`passwd_homes`, `moved_homes`, `homes_by_place`), and the
+folders made for them (`user_folders`).
 
 The same rules guard the driver (driver/apps/slurm_reference.py loads this file), so a request
 and an operator's inventory are judged alike: unique names; no system or daemon account (a
@@ -101,9 +102,25 @@ def homes_by_place(passwd_lines: Iterable[str], local_base: str = "/home") -> di
     return places
 
 
+def user_folders(users: list[dict[str, Any]], base: str, mode: str = "0700") -> list[dict]:
+    """<base> (root's, 0755) and <base>/<name> for each user (theirs, `mode`): what slurm_folder
+    makes or checks, in that order."""
+    base = base.rstrip("/")
+    return [{"path": base, "uid": 0, "gid": 0, "mode": "0755"}] + [
+        {
+            "path": f"{base}/{user['name']}",
+            "uid": int(user["uid"]),
+            "gid": int(user.get("gid") if user.get("gid") is not None else user["uid"]),
+            "mode": mode,
+        }
+        for user in users
+    ]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
+            "user_folders": user_folders,
             "slurm_user_problems": slurm_user_problems,
             "passwd_homes": passwd_homes,
             "moved_homes": moved_homes,
