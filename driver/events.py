@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TextIO
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from driver.models.request import MemberStatus, OperationRequest
 
@@ -65,6 +65,18 @@ class ErrorInfo(BaseModel):
     code: str
     message: str
     host: str | None = None
+    # A refusal a playbook reported on purpose: its code and its message less the marker. Set
+    # only from a fail or assert task whose msg starts with "[code]" (runner.run's collector),
+    # never read out of other output; the result shows code and message alone.
+    _refusal: tuple[str, str] | None = PrivateAttr(default=None)
+
+    @property
+    def refusal(self) -> tuple[str, str] | None:
+        return self._refusal
+
+    def refused(self, code: str, message: str) -> "ErrorInfo":
+        self._refusal = (code, message)
+        return self
 
 
 def connection_reason(message: str) -> str:

@@ -99,8 +99,11 @@ def count_plays(playbook: Path) -> int:
 
 # A member an operator drained, or whose drain waits for its jobs.
 DRAINED_STATUSES = frozenset({MemberStatus.DRAINED, MemberStatus.DRAINING})
-# How a playbook marks a failure it reports on purpose: "[drain_timeout] node w01 still ...".
+# How a playbook marks a failure it reports on purpose: a fail or assert task whose msg starts
+# "[drain_timeout] node w01 still ...". Nothing else a host prints (a module's output, stderr,
+# a path in du's answer) can carry a code.
 DELIBERATE_ERROR = re.compile(r"\[(?P<code>[a-z][a-z_]{2,40})\]\s*")
+REFUSING_ACTIONS = frozenset({"fail", "assert"})
 # What OpenSSH, then Mitogen (through which the driver's runs connect), say when a host's key
 # is not the one known for it.
 HOST_KEY_SIGNS = (
@@ -128,6 +131,16 @@ class _Collector:
         self.verbose_tail: list[str] = []
         # From the stats event itself: runner.stats reads the on-disk events we never write.
         self.stats: dict[str, Any] = {}
+
+    def _refusal(self, data: dict[str, Any]) -> tuple[str, str] | None:
+        """A fail or assert task's "[code] ..." msg: (code, the message less the marker)."""
+        action = str(data.get("task_action") or "").rsplit(".", 1)[-1]
+        result = data.get("res") or {}
+        message = str(result.get("msg") or "")
+        match = DELIBERATE_ERROR.match(message)
+        if action not in REFUSING_ACTIONS or result.get("censored") or match is None:
+            return None
+        return match["code"], f"{self.task}: {message[match.end() :]}"
 
     def _failure_message(self, data: dict[str, Any]) -> str:
         result = data.get("res") or {}
@@ -175,6 +188,9 @@ class _Collector:
                 EventType.HOST_FAILED, play=self.play, task=self.task, host=host, message=message
             )
             error = ErrorInfo(code="host_failed", message=message, host=host)
+            refusal = self._refusal(data)
+            if refusal is not None:
+                error.refused(*refusal)
             self.first_error = self.first_error or error
             if host:
                 self.last_error[host] = error
@@ -479,14 +495,13 @@ def run_playbook(
 
 def _deliberate_error(plan: RunPlan, error: ErrorInfo | None) -> OperationError | None:
     """A playbook's "[code] ..." failure that the app declares; the error takes its code."""
-    if error is None or error.code != "host_failed":
+    if error is None or error.code != "host_failed" or error.refusal is None:
         return None
-    match = DELIBERATE_ERROR.search(error.message)
-    if match is None or match["code"] not in plan.adapter.operation_errors:
+    code, message = error.refusal
+    if code not in plan.adapter.operation_errors:
         return None
-    error.code = match["code"]
-    error.message = (error.message[: match.start()] + error.message[match.end() :]).strip()
-    return plan.adapter.operation_errors[match["code"]]
+    error.code, error.message = code, message.strip()
+    return plan.adapter.operation_errors[code]
 
 
 def _members(plan: RunPlan, result: Result, failed: bool, reported: dict[str, Any]) -> None:

@@ -11,13 +11,27 @@ from driver.documents import load_json
 from driver.events import ErrorInfo, Health, HostStats, InstanceStatus, Result
 from driver.models.request import OperationRequest
 from driver.request_check import check_request
-from driver.runner.run import RunPlan, _members
+from driver.runner.run import RunPlan, _Collector, _members
 
 
 def _plan(name: str) -> RunPlan:
     checked = check_request(load_json(json.dumps(example(f"slurm-reference/{name}"))))
     assert checked.request is not None and checked.version is not None, checked.findings
     return RunPlan.of(checked.request, checked.version)
+
+
+def _failure(host: str, code: str, message: str, action: str = "ansible.builtin.fail", stderr=""):
+    """The run's error as its collector makes it from ansible-runner's events: `message` is
+    "<task>: <the task's msg>"; a host that was not reached has no task result."""
+    if code != "host_failed":
+        return ErrorInfo(code=code, message=message, host=host)
+    task, _, msg = message.partition(": ")
+    collector = _Collector(lambda *args, **kwargs: None, None)
+    collector({"event": "playbook_on_task_start", "event_data": {"task": task}})
+    result = {"msg": msg, "stderr": stderr}
+    data = {"host": host, "task_action": action, "res": result}
+    collector({"event": "runner_on_failed", "event_data": data})
+    return collector.error()
 
 
 def _statuses(result: Result) -> dict[str, str]:
@@ -54,10 +68,10 @@ def test_a_drain_changes_its_target_only():
 def test_a_drain_that_ran_out_of_time_leaves_the_target_draining_and_the_controller_ready():
     plan = _plan("drain_worker")
     controller = next(iter(plan.inventory.hosts))
-    error = ErrorInfo(
-        code="host_failed",
-        message="Report a drain that ran out of time: [drain_timeout] node w2 still runs job(s) 7",
-        host=controller,
+    error = _failure(
+        controller,
+        "host_failed",
+        "Report a drain that ran out of time: [drain_timeout] node w2 still runs job(s) 7",
     )
     result = _outcome(plan, failed_hosts={controller}, error=error)
     assert result.error is not None and result.error.code == "drain_timeout"
@@ -75,11 +89,11 @@ def test_a_deploy_with_every_node_drained_changes_no_member_and_degrades():
     assert checked.request is not None and checked.version is not None, checked.findings
     plan = RunPlan.of(checked.request, checked.version)
     controller = plan.inventory.groups["slurm_controller"][0]
-    error = ErrorInfo(
-        code="host_failed",
-        message="Say that no node is in service to prove readiness on: [no_node_in_service] "
+    error = _failure(
+        controller,
+        "host_failed",
+        "Say that no node is in service to prove readiness on: [no_node_in_service] "
         "every node is drained (gpu-01, gpu-02): resume one",
-        host=controller,
     )
     result = _outcome(plan, failed_hosts={controller}, error=error)
     assert result.error is not None and result.error.code == "no_node_in_service"
@@ -90,11 +104,49 @@ def test_a_deploy_with_every_node_drained_changes_no_member_and_degrades():
 def test_an_unknown_code_in_brackets_is_an_ordinary_failure():
     plan = _plan("drain_worker")
     controller = next(iter(plan.inventory.hosts))
-    error = ErrorInfo(code="host_failed", message="x: [not_a_code] boom", host=controller)
+    error = _failure(controller, "host_failed", "x: [not_a_code] boom")
     result = _outcome(plan, failed_hosts={controller}, error=error)
     assert result.error is not None and result.error.code == "host_failed"
     assert _statuses(result)["m-ctl"] == "failed"
     assert result.instance["status"] == "failed"
+
+
+@pytest.mark.parametrize(
+    ("action", "message", "stderr"),
+    [
+        # a path named like a code in a command's error output (du on a user's folder)
+        (
+            "ansible.builtin.command",
+            "Measure them: non-zero return code",
+            "du: cannot access '/workspace/jobs/[node_busy] x': Permission denied",
+        ),
+        # a module's own msg that happens to start like one (a host's output in it)
+        ("slurm_read", "Read: [node_busy] from the host's answer", ""),
+        ("ansible.builtin.shell", "Run: [drain_timeout] printed by the host", ""),
+    ],
+)
+def test_a_code_comes_only_from_a_fail_or_assert_task(action, message, stderr):
+    """Issue 44 (8): text a host prints cannot turn a failure into a refusal (members not
+    marked failed, instance unknown); only the bundle's own fail and assert tasks can."""
+    plan = _plan("remove_worker")
+    controller = next(iter(plan.inventory.hosts))
+    error = _failure(controller, "host_failed", message, action=action, stderr=stderr)
+    result = _outcome(plan, failed_hosts={controller}, error=error)
+    assert result.error is not None and result.error.code == "host_failed"
+    assert _statuses(result)["m-ctl"] == "failed" and result.instance["status"] == "failed"
+
+
+@pytest.mark.parametrize("action", ["ansible.builtin.assert", "assert", "ansible.legacy.fail"])
+def test_an_assert_task_refuses_as_a_fail_task_does(action):
+    plan = _plan("remove_worker")
+    controller = next(iter(plan.inventory.hosts))
+    message = "Refuse: [node_busy] node w2 runs job(s) 7; nothing was changed"
+    result = _outcome(
+        plan, failed_hosts={controller}, error=_failure(controller, "host_failed", message, action)
+    )
+    assert result.error is not None and result.error.code == "node_busy"
+    assert result.error.message == "Refuse: node w2 runs job(s) 7; nothing was changed"
+    assert _statuses(result)["m-ctl"] == "ready"
 
 
 def test_a_failed_join_fails_the_new_member_and_degrades_the_instance():
@@ -126,7 +178,7 @@ def test_a_join_of_several_makes_each_new_member_ready():
 
 def test_a_join_of_several_where_one_fails_reports_which_joined():
     plan = _plan("add_workers")
-    error = ErrorInfo(code="host_failed", message="Start slurmd: boom", host="gpu-04")
+    error = _failure("gpu-04", "host_failed", "Start slurmd: boom")
     result = _outcome(plan, failed_hosts={"gpu-04"}, error=error, joined=("gpu-03", "gpu-05"))
     assert _statuses(result) == {
         "m-ctl": "ready",
@@ -156,7 +208,7 @@ def test_a_join_of_several_stopped_by_one_that_does_not_answer_joins_none():
 
 def test_a_join_of_several_where_the_controller_fails_fails_them_all():
     plan = _plan("add_workers")
-    error = ErrorInfo(code="host_failed", message="Apply: boom", host="slurm-ctl")
+    error = _failure("slurm-ctl", "host_failed", "Apply: boom")
     result = _outcome(plan, failed_hosts={"slurm-ctl"}, error=error)
     statuses = _statuses(result)
     assert statuses["m-ctl"] == "failed"
@@ -221,7 +273,7 @@ def test_a_replacement_that_fails_leaves_at_least_the_capacity_it_found(failure,
     host, code, message, joined = failure
     old, new, error_code, health = expected
     plan = _plan("replace_worker")
-    error = ErrorInfo(code=code, message=message, host=host)
+    error = _failure(host, code, message)
     result = _outcome(plan, failed_hosts={host}, error=error, joined=joined)
     assert result.error is not None and result.error.code == error_code
     statuses = _statuses(result)
