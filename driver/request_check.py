@@ -212,14 +212,16 @@ class _Rules:
     def add(self, code: str, path: LinePath, message: str) -> None:
         self.findings.append(self.doc.finding(code, path, message))
 
-    def duplicates(self, values: list[Any], base: LinePath, field_name: str) -> None:
+    def duplicates(
+        self, values: list[Any], base: LinePath, field_name: str, compared: str = ""
+    ) -> None:
         for value, count in Counter(values).items():
             if count > 1:
                 index = len(values) - 1 - values[::-1].index(value)
                 self.add(
                     "duplicate-id",
                     (*base, index, field_name),
-                    f"{field_name} {value} appears {count} times",
+                    f"{field_name} {value} appears {count} times{compared}",
                 )
 
     def tenant_boundary(self) -> None:
@@ -232,9 +234,13 @@ class _Rules:
                     f"{allocation.project_id!r}, the instance to {self.request.project_id!r}",
                 )
         self.duplicates([a.id for a in self.request.allocations], ("allocations",), "id")
-        # Hostnames become inventory names and Slurm NodeNames: they must be unique too.
+        # Hostnames become inventory names and Slurm NodeNames: they must be unique too, and
+        # without case, as DNS and the hosts' resolvers compare them.
         self.duplicates(
-            [a.hostname for a in self.request.allocations], ("allocations",), "hostname"
+            [a.hostname.lower() for a in self.request.allocations],
+            ("allocations",),
+            "hostname",
+            " (host names are compared without case)",
         )
         self.duplicates([m.member_id for m in self.request.members], ("members",), "member_id")
         # One host, one allocation: a second allocation at the controller's address (or with
@@ -319,14 +325,7 @@ class _Rules:
                     (*base, "allocation_id"),
                     f"allocation {member.allocation_id} is not in the request's allocations",
                 )
-            pair = (member.component_key, member.allocation_id)
-            if pair in seen:
-                self.add(
-                    "allocation-reused",
-                    (*base, "allocation_id"),
-                    f"a second {member.component_key} member on allocation {member.allocation_id}",
-                )
-            seen.add(pair)
+            self.second_member(member, seen, base)
             placed_as = bound.get(member.allocation_id)
             single = next(
                 (
@@ -344,6 +343,18 @@ class _Rules:
                     f"{self.request.instance.placement_intent.get(single.field)}",
                 )
         self.component_counts(self.version, live, ("members",))
+
+    def second_member(self, member: Member, seen: set[tuple[str, UUID]], base: LinePath) -> None:
+        """One member of a component per allocation (a same_node controller and worker share
+        theirs, as two components)."""
+        pair = (member.component_key, member.allocation_id)
+        if pair in seen:
+            self.add(
+                "allocation-reused",
+                (*base, "allocation_id"),
+                f"a second {member.component_key} member on allocation {member.allocation_id}",
+            )
+        seen.add(pair)
 
     def component_counts(self, version: Version, live: list[Member], path: LinePath) -> None:
         for c_index, component in enumerate(version.components):
@@ -501,6 +512,12 @@ class _Rules:
                     f"linked instance {linked.id} belongs to project {linked.project_id!r}, "
                     f"the instance to {request.project_id!r}",
                 )
+            if linked.id == request.instance.id:
+                self.add(
+                    "linked-instance-unexpected",
+                    (*base, "id"),
+                    "expected another instance than the request's own",
+                )
             self.linked_instance(linked, base)
 
     def linked_instance(self, linked: LinkedInstance, base: LinePath) -> None:
@@ -527,6 +544,7 @@ class _Rules:
             ):
                 self.add(violation.code, violation.path, violation.message)
         live = []
+        seen: set[tuple[str, UUID]] = set()
         for m_index, member in enumerate(linked.members):
             path: LinePath = (*base, "members", m_index)
             if version.component(member.component_key) is None:
@@ -543,6 +561,8 @@ class _Rules:
                 )
             if member.status is not MemberStatus.REMOVED:
                 live.append(member)
+                self.second_member(member, seen, path)
+        self.duplicates([m.member_id for m in linked.members], (*base, "members"), "member_id")
         self.component_counts(version, live, (*base, "members"))
 
 

@@ -73,6 +73,24 @@ def test_tasks_touching_key_material_hide_their_output(role: Path):
 
 
 @pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
+def test_a_hosts_fact_never_names_a_file_the_control_node_reads(role: Path):
+    """Issue 44 (9): the distribution's variables come out of the role's fixed map
+    (`__<role>_os_vars`), never from a path built with what a host reports."""
+    files = yaml.safe_load((role / "vars" / "main.yml").read_text())[f"__{role.name}_os_vars"]
+    assert all((role / "vars" / name).is_file() for name in files.values())
+    loads = [
+        (path.name, task["ansible.builtin.include_vars"])
+        for path, task in _tasks(role)
+        if "ansible.builtin.include_vars" in task
+    ]
+    assert loads, f"{role.name} loads its distribution's variables"
+    for name, argument in loads:
+        assert isinstance(argument, str), name
+        assert argument.strip().startswith(f"{{{{ __{role.name}_os_vars[ansible_facts"), name
+        assert "mandatory(" in argument and ".yml" not in argument, name
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
 def test_internal_variables_are_double_underscored(role: Path):
     for vars_file in (role / "vars").glob("*.yml"):
         for name in yaml.safe_load(vars_file.read_text()) or {}:
