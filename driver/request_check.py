@@ -6,10 +6,8 @@ placement/config/options schemas; then the rules no schema can express (tenant b
 allocation references, members vs placement, operation targets).
 """
 
-import ipaddress
 import os
 import re
-import socket
 import stat
 from collections import Counter
 from collections.abc import Iterator
@@ -21,6 +19,12 @@ from uuid import UUID
 
 from pydantic import BaseModel, ValidationError
 
+from driver.addresses import (
+    RESOLVES_RESERVED,
+    address_problem,
+    canonical_address,
+    resolves_reserved,
+)
 from driver.apps import adapter_for
 from driver.catalog import instance_credentials_dir, load_entry
 from driver.documents import Document, LinePath
@@ -123,62 +127,6 @@ def private_file(
     return []
 
 
-# Names that reach the machine itself or a cloud's instance-metadata service (which hands out
-# the platform's credentials) rather than an allocation.
-RESERVED_NAMES = frozenset(
-    {
-        "localhost",
-        "metadata",
-        "metadata.google.internal",
-        "metadata.azure.internal",
-        "instance-data",
-        "instance-data.ec2.internal",
-    }
-)
-
-
-def canonical_address(address: str) -> str:
-    """One spelling per host: an IP address in its standard form (an IPv4-mapped IPv6
-    address as the IPv4 one), a DNS name in lower case without the root's trailing dot."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return address.lower().removesuffix(".")
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return str(ip)
-
-
-def _odd_ipv4_spelling(address: str) -> bool:
-    """Shorthand, decimal, octal or hex IPv4 (127.1, 2130706433, 0177.0.0.1, 0x7f000001):
-    what inet_aton, and so ssh, reads as an address, but ipaddress does not."""
-    try:
-        socket.inet_aton(address)
-    except OSError:
-        return False
-    try:
-        ipaddress.IPv4Address(address)
-    except ValueError:
-        return True
-    return False
-
-
-def _reserved_ip(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast
-
-
-def reserved_address(address: str) -> bool:
-    canonical = canonical_address(address)
-    if canonical in RESERVED_NAMES or canonical.endswith(".localhost"):
-        return True
-    try:
-        return _reserved_ip(ipaddress.ip_address(canonical))
-    except ValueError:
-        return False  # a DNS name: resolved before a run (check_names)
-
-
 def _bound_allocations(
     version: Version, placement: dict[str, Any]
 ) -> Iterator[tuple[LinePath, str, UUID]]:
@@ -271,20 +219,19 @@ class _Rules:
                     "expected a host name that is neither a Slurm keyword (DEFAULT) nor an "
                     f"Ansible name ({', '.join(sorted(RESERVED_HOSTNAMES - {'default'}))})",
                 )
-            if _odd_ipv4_spelling(allocation.address):
-                self.add(
-                    "reserved-address",
-                    ("allocations", index, "address"),
-                    "expected an IPv4 address as four decimal numbers (a.b.c.d), an IPv6 "
-                    "address or a DNS name; shorthand, octal and hex spellings are refused",
-                )
-            elif reserved_address(allocation.address):
-                self.add(
-                    "reserved-address",
-                    ("allocations", index, "address"),
-                    "expected a routable host address, not loopback, link-local (cloud "
-                    "metadata), unspecified or multicast",
-                )
+            problem = address_problem(allocation.address)
+            if problem is not None:
+                self.add("reserved-address", ("allocations", index, "address"), problem)
+
+    def config_addresses(self) -> None:
+        """The hosts the app's config makes its hosts contact, under the same policy."""
+        adapter = adapter_for(self.request.instance.app_slug)
+        for path, host in adapter.config_hosts(
+            self.request.instance.config, ("instance", "config")
+        ):
+            problem = address_problem(host)
+            if problem is not None:
+                self.add("reserved-address", path, f"{host}: {problem}")
 
     def placement(self) -> dict[UUID, str]:
         bound: dict[UUID, str] = {}
@@ -567,31 +514,21 @@ class _Rules:
 
 
 def check_names(doc: Document, request: OperationRequest) -> list[Finding]:
-    """Allocation addresses given as DNS names must not resolve to loopback, link-local
-    (cloud metadata), unspecified or multicast addresses; run before acting. A name that
-    does not resolve is left to the run (host_unreachable)."""
-    findings = []
-    for index, allocation in enumerate(request.allocations):
-        name = canonical_address(allocation.address)
-        try:
-            ipaddress.ip_address(name)
-            continue
-        except ValueError:
-            pass
-        try:
-            resolved = {info[4][0] for info in socket.getaddrinfo(name, None)}
-        except (OSError, UnicodeError):
-            continue
-        if any(_reserved_ip(ipaddress.ip_address(ip.split("%", 1)[0])) for ip in resolved):
-            findings.append(
-                doc.finding(
-                    "reserved-address",
-                    ("allocations", index, "address"),
-                    "the name resolves to a loopback, link-local, unspecified or multicast "
-                    "address; expected the allocation's routable address",
-                )
-            )
-    return findings
+    """DNS names among the addresses a run contacts (allocations, the config's URLs and mail
+    relays) must not resolve to loopback, link-local (cloud metadata), unspecified or
+    multicast addresses; run before acting. A name that does not resolve is left to the run
+    (host_unreachable, or the service's own error)."""
+    adapter = adapter_for(request.instance.app_slug)
+    hosts: list[tuple[LinePath, str]] = [
+        (("allocations", index, "address"), allocation.address)
+        for index, allocation in enumerate(request.allocations)
+    ]
+    hosts += list(adapter.config_hosts(request.instance.config, ("instance", "config")))
+    return [
+        doc.finding("reserved-address", path, RESOLVES_RESERVED)
+        for path, host in hosts
+        if resolves_reserved(host)
+    ]
 
 
 def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
@@ -600,12 +537,9 @@ def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
     Messages never name a secret reference's value."""
     creds = request.credentials
     folder = instance_credentials_dir(request.project_id, request.instance.id)
+    ssh_key = Path(creds.ssh_private_key_file)
     findings = private_file(
-        doc,
-        ("credentials", "ssh_private_key_file"),
-        Path(creds.ssh_private_key_file),
-        "the SSH private key",
-        folder,
+        doc, ("credentials", "ssh_private_key_file"), ssh_key, "the SSH private key", folder
     )
     if creds.munge_key_file:
         findings += private_file(
@@ -614,6 +548,8 @@ def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
             Path(creds.munge_key_file),
             "the munge key",
             folder,
+        ) or _not_the_ssh_key(
+            doc, ("credentials", "munge_key_file"), Path(creds.munge_key_file), ssh_key
         )
     if not creds.secrets_dir:
         return findings
@@ -625,6 +561,16 @@ def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
                 "secret-file",
                 ("credentials", "secrets_dir"),
                 f"secrets_dir must be a folder inside {_FOLDER_RULE}",
+            ),
+        ]
+    if _same_file(secrets_dir, ssh_key.parent):
+        return [
+            *findings,
+            doc.finding(
+                "secret-file",
+                ("credentials", "secrets_dir"),
+                "secrets_dir holds the SSH private key the driver connects with; expected a "
+                "folder of the secrets the config names, apart from the driver's own files",
             ),
         ]
     for path, name in _secret_refs(request.instance.config, ("instance", "config")):
@@ -644,8 +590,29 @@ def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
             "the secret file this field names",
             secrets_dir,
             "secrets_dir",
-        )
+        ) or _not_the_ssh_key(doc, path, secrets_dir / name, ssh_key)
     return findings
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    try:
+        return one.samefile(other)
+    except OSError:
+        return False
+
+
+def _not_the_ssh_key(doc: Document, path: LinePath, file: Path, ssh_key: Path) -> list[Finding]:
+    """A secret reference names a secret, never the key the driver connects with (a hard link
+    to it included): the roles copy secrets to hosts the customer is root on."""
+    if not _same_file(file, ssh_key):
+        return []
+    return [
+        doc.finding(
+            "secret-file",
+            path,
+            "names the SSH private key the driver connects with; expected a secret of the app's",
+        )
+    ]
 
 
 def contract_checked(
@@ -728,6 +695,7 @@ def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
     rules = _Rules(doc, request, version)
     rules.tenant_boundary()
     rules.allocation_names()
+    rules.config_addresses()
     bound = rules.placement()
     rules.members(bound)
     rules.target()

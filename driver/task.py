@@ -18,13 +18,14 @@ from uuid import UUID
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
+from driver.addresses import RESOLVES_RESERVED, address_problem, resolves_reserved
 from driver.catalog import instance_credentials_dir, load_entry
 from driver.documents import Document
 from driver.findings import Finding
 from driver.models.common import AppVersion, Identifier, PosixName, Slug, StrictModel
 from driver.models.manifest import Task, TaskName
 from driver.models.request import Allocation, Credentials
-from driver.request_check import contract_checked, private_file, reserved_address
+from driver.request_check import contract_checked, private_file
 from driver.schema_check import schema_findings
 
 SSH_TIMEOUT_S = 120
@@ -79,14 +80,11 @@ def check_task_request(doc: Document, *, files: bool = True) -> TaskCheck:
                 "the allocation belongs to another project",
             )
         )
-    if reserved_address(request.allocation.address):
-        findings.append(
-            doc.finding(
-                "reserved-address",
-                ("allocation", "address"),
-                "a loopback, link-local or metadata address is not an allocation",
-            )
-        )
+    problem = address_problem(request.allocation.address)
+    if problem is None and files and resolves_reserved(request.allocation.address):
+        problem = RESOLVES_RESERVED
+    if problem is not None:
+        findings.append(doc.finding("reserved-address", ("allocation", "address"), problem))
     loaded = load_entry(request.instance.app_slug)
     version = loaded.entry.version(request.instance.version) if loaded else None
     if version is None:

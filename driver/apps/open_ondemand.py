@@ -33,6 +33,7 @@ class OpenOnDemand(AppAdapter):
     config_fields = frozenset(
         {"portal_title", "interactive_apps", "server_name", "embed_origins", "oidc"}
     )
+    address_fields = ((("oidc", "issuer_url"), "url"),)
     operation_errors: ClassVar[dict[str, OperationError]] = {
         "account_exists": ACCOUNT_EXISTS,
         "storage_not_shared": STORAGE_NOT_SHARED,

@@ -134,6 +134,11 @@ class SlurmReference(AppAdapter):
             (InstanceStatus.RUNNING, Health.UNKNOWN),
         ),
     }
+    address_fields = (
+        (("monitoring", "alerting", "webhook", "url"), "url"),
+        (("monitoring", "alerting", "email", "smarthost"), "relay"),
+        (("monitoring", "grafana", "oidc", "issuer_url"), "url"),
+    )
     config_fields = frozenset(
         {
             "cluster_name",
@@ -581,6 +586,7 @@ def _config_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violation]
     if isinstance(users, list):
         yield from _user_rules(users, (*base, "users"))
     yield from _fair_share_rules(config, base)
+    yield from _secret_transport_rules(config, base)
     storage = config.get("storage")
     if isinstance(storage, dict) and storage.get("model", "allocation_local") != "platform_mount":
         for field in ("mount_path", "holds"):
@@ -591,6 +597,29 @@ def _config_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violation]
                     f"{field} is for model platform_mount: expected no {field} with "
                     f"model {storage.get('model', 'allocation_local')}",
                 )
+
+
+def _secret_transport_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violation]:
+    """A bearer token goes only over https, an SMTP password only over STARTTLS."""
+    monitoring = config.get("monitoring") if isinstance(config.get("monitoring"), dict) else {}
+    alerting = monitoring.get("alerting") if isinstance(monitoring.get("alerting"), dict) else {}
+    webhook = alerting.get("webhook") if isinstance(alerting.get("webhook"), dict) else {}
+    path = (*base, "monitoring", "alerting")
+    if webhook.get("bearer_token_secret_ref") and not str(webhook.get("url", "")).startswith(
+        "https://"
+    ):
+        yield Violation(
+            "config-inconsistent",
+            (*path, "webhook", "url"),
+            "expected an https:// url: a bearer token is sent only over TLS",
+        )
+    email = alerting.get("email") if isinstance(alerting.get("email"), dict) else {}
+    if email.get("auth_password_secret_ref") and email.get("require_tls") is False:
+        yield Violation(
+            "config-inconsistent",
+            (*path, "email", "require_tls"),
+            "expected require_tls true: an SMTP password is sent only after STARTTLS",
+        )
 
 
 def _names(items: Any) -> list[Any]:

@@ -65,9 +65,10 @@ def _openssl(folder: Path, *args: str) -> None:
     subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
 
 
-def _certificates(folder: Path, host: str) -> None:
-    """A CA and the provider's certificate, with the extensions a strict verifier (Python 3.13,
-    Debian 13's Ansible modules) demands of both."""
+def certificates(folder: Path, host: str) -> None:
+    """A CA (ca.crt) and a server certificate for the address `host` (provider.crt and .key),
+    with the extensions a strict verifier (Python 3.13, Debian 13's Ansible modules, Go)
+    demands of both. The e2e tests' alert webhook serves its TLS with them too."""
     _openssl(
         folder, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
         "-subj", "/CN=slurm-app-test-ca", "-keyout", "ca.key", "-out", "ca.crt",
@@ -95,7 +96,7 @@ def _certificates(folder: Path, host: str) -> None:
 
 def start(host: str, port: str, folder: Path, redirect_uri: str) -> None:
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    _certificates(folder, host)
+    certificates(folder, host)
     log = (folder / "provider.log").open("w")
     process = subprocess.Popen(
         [sys.executable, __file__, "serve", host, port, "provider.crt", "provider.key"],

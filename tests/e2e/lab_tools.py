@@ -1,8 +1,10 @@
 """What the end-to-end modules share: a lab host's shell, the driver as the platform runs it."""
 
+import importlib.util
 import io
 import json
 import re
+import ssl
 import subprocess
 import tarfile
 import threading
@@ -149,12 +151,26 @@ def lab_gateway(lab_name: str) -> str:
     return json.loads(inspected.stdout)[0]["IPAM"]["Config"][0]["Gateway"]
 
 
-class WebhookSink:
-    """The platform's alert endpoint, on this machine: every POST's Authorization header and
-    JSON body, kept in arrival order."""
+def _oidc_provider_module():
+    spec = importlib.util.spec_from_file_location(
+        "oidc_provider", ROOT / "molecule" / "ood" / "oidc_provider.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    def __init__(self, address: str) -> None:
+
+class WebhookSink:
+    """The platform's alert endpoint, on this machine, over TLS (a bearer token travels only
+    over https): every POST's Authorization header and JSON body, kept in arrival order.
+    `ca` is the certificate its hosts must trust."""
+
+    def __init__(self, address: str, folder: Path) -> None:
         received = self.received = []
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _oidc_provider_module().certificates(folder, address)
+        self.ca = (folder / "ca.crt").read_text()
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
@@ -169,7 +185,10 @@ class WebhookSink:
                 pass
 
         self.server = ThreadingHTTPServer((address, 0), Handler)
-        self.url = f"http://{address}:{self.server.server_address[1]}/alerts"
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(folder / "provider.crt", folder / "provider.key")
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.url = f"https://{address}:{self.server.server_address[1]}/alerts"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def wait_for(self, status: str, alertname: str, node: str, timeout: float) -> dict:

@@ -108,10 +108,17 @@ def _with_alerting(request: Path, sink: WebhookSink) -> None:
 
 
 @pytest.fixture(scope="module")
-def alert_sink(docker_engine):
+def alert_sink(docker_engine, tmp_path_factory):
     lab.down(SPEC.name)
     request = lab.up(SPEC)  # the hosts and their network first: the sink listens on it
-    sink = WebhookSink(lab_gateway(SPEC.name))
+    sink = WebhookSink(lab_gateway(SPEC.name), tmp_path_factory.mktemp("webhook-tls"))
+    # the customer's trust store knows the endpoint's CA (the platform's has a public one)
+    on_host(
+        SPEC.name,
+        "e2e-ctl",
+        f"cat > /usr/local/share/ca-certificates/lab-webhook.crt <<'EOF'\n{sink.ca}EOF\n"
+        "update-ca-certificates >/dev/null",
+    )
     yield sink, request
     sink.close()
 

@@ -104,9 +104,10 @@ MUNGE = ("secret-file", "$.credentials.munge_key_file")
 CASES = {
     "outside-the-root": (_set_munge(lambda lay: lay["outside"]), {MUNGE}),
     "symlink-escaping-the-root": (_set_munge(_link(f"{OWN}/innocent.key", "outside")), {MUNGE}),
+    # issue 44 (2): the key the driver connects with is never a secret to copy to hosts
     "symlink-to-the-ssh-key-inside-the-folder": (
         _set_munge(_link(f"{OWN}/alias.key", "key")),
-        set(),
+        {MUNGE},
     ),
     "another-instance-of-the-project": (
         _set_munge(lambda lay: lay["root"] / SIBLING / "munge.key"),
@@ -224,3 +225,41 @@ def test_a_name_resolving_to_loopback_is_refused_before_a_run(layout):
     request = example("slurm-reference/deploy")
     request["allocations"][1]["address"] = name
     assert check_request(load_json(json.dumps(request))).valid
+
+
+def test_a_secret_reference_never_names_the_key_the_driver_connects_with(layout):
+    """Issue 44 (2): the SSH key's own folder as secrets_dir, a ref naming the key there, a
+    hard link to it in secrets_dir, and the key as munge_key_file are each refused: the roles
+    would copy it to the controller, install it as the munge key or send it as a token."""
+    webhook_ref = ("instance", "config", "monitoring", "alerting", "webhook")
+
+    def key_folder_as_secrets(request, layout):
+        request["credentials"]["secrets_dir"] = str(layout["key"].parent)
+        oidc = request["instance"]["config"]["monitoring"]["grafana"]["oidc"]
+        oidc["client_secret_ref"] = "id_ed25519"
+        request["instance"]["config"]["monitoring"]["alerting"] = {
+            "webhook": {
+                "url": "https://alerts.example.com/",
+                "bearer_token_secret_ref": "id_ed25519",
+            }
+        }
+
+    assert _findings(layout, key_folder_as_secrets) == {
+        ("secret-file", "$.credentials.secrets_dir")
+    }
+
+    def hard_link_in_secrets(request, layout):
+        os.link(layout["key"], layout["secrets"] / "alert-token")
+        request["instance"]["config"]["monitoring"]["alerting"] = {
+            "webhook": {
+                "url": "https://alerts.example.com/",
+                "bearer_token_secret_ref": "alert-token",
+            }
+        }
+
+    assert _findings(layout, hard_link_in_secrets) == {
+        ("secret-file", "$." + ".".join((*webhook_ref, "bearer_token_secret_ref")))
+    }
+    assert _findings(layout, _set_munge(lambda layout: layout["key"])) == {
+        ("secret-file", "$.credentials.munge_key_file")
+    }

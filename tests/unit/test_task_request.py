@@ -2,7 +2,9 @@
 anything connects, and the task's answer and exit code come back as the command gave them."""
 
 import copy
+import ipaddress
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -126,3 +128,29 @@ def test_a_host_that_does_not_answer_is_a_retryable_answer_with_exit_6(submit, t
     assert answer["status"] == "error" and answer["correlation_id"] == "corr-task-submit"
     assert answer["error"]["code"] == "host_unreachable" and answer["error"]["retryable"]
     assert answer["error"]["message"].startswith("slurm-ctl: ")
+
+
+@pytest.mark.parametrize(
+    "address", ["127.1", "2130706433", "0x7f000001", "0177.0.0.1", "localhost.", "x.localhost"]
+)
+def test_the_controllers_address_passes_the_operations_address_policy(submit, tmp_path, address):
+    """Issue 44 (6): the spellings an operation's allocation is refused with are refused here."""
+    request = copy.deepcopy(submit)
+    request["allocation"]["address"] = address
+    assert ("reserved-address", "$.allocation.address") in codes(check(request, tmp_path))
+
+
+def test_a_controller_name_resolving_to_loopback_is_refused_before_it_connects(submit, tmp_path):
+    """This machine's own name resolves to loopback (Debian's 127.0.1.1 line, or the
+    sandbox's 127.0.0.1): refused where the files are checked, as before a run."""
+    name = socket.gethostname()
+    resolved = {info[4][0] for info in socket.getaddrinfo(name, None)}
+    if not any(ipaddress.ip_address(ip).is_loopback for ip in resolved):
+        pytest.skip(f"{name} resolves to {sorted(resolved)} here, none loopback")
+    request = copy.deepcopy(submit)
+    request["allocation"]["address"] = name
+    path = tmp_path / "task.json"
+    path.write_text(json.dumps(request))
+    found = codes(check_task_request(load_path(path), files=True))
+    assert ("reserved-address", "$.allocation.address") in found
+    assert ("reserved-address", "$.allocation.address") not in codes(check(request, tmp_path))
