@@ -3,7 +3,7 @@ scenario's provider, with requests, and assert each step. Prints what it saw as 
 
 usage: login_check.py PORTAL_ADDRESS TEST_DIR (good|wrong-secret) [ACCOUNT]
                       [--page PATH --marker TEXT] [--refused PATH ...]
-                      [--form ACTION FIELD VALUE MARKER]
+                      [--form ACTION FIELD VALUE MARKER [--xsrf NAME VALUE]]
 
 ACCOUNT (default alice) is a cluster user the provider knows as subject sub-ACCOUNT, in the
 portal's allowed group; sub-outsider-ACCOUNT has the same name in another project's group.
@@ -12,7 +12,9 @@ protected page the login starts at; with --marker, the signed-in user must see T
 (e.g. a session on a node behind OOD's /node/ proxy). Each --refused PATH must give the
 signed-in user neither a page nor anything of the marker. --form posts FIELD=VALUE to ACTION
 as the signed-in user (an app's own login behind the proxy) and expects MARKER on the page
-it leads to.
+it leads to. With --xsrf, the form is first posted without NAME and must be refused (403: the
+app's xsrf check is on), then posted as the app's view does it: the cookie NAME=VALUE set for
+ACTION's folder, and NAME=VALUE in the form.
 """
 
 import argparse
@@ -60,6 +62,7 @@ def main() -> None:
     parser.add_argument("--marker")
     parser.add_argument("--refused", action="append", default=[])
     parser.add_argument("--form", nargs=4, metavar=("ACTION", "FIELD", "VALUE", "MARKER"))
+    parser.add_argument("--xsrf", nargs=2, metavar=("NAME", "VALUE"))
     args = parser.parse_args()
     portal, test_dir, mode, account, page = (
         args.portal,
@@ -117,9 +120,18 @@ def main() -> None:
         assert args.marker in shown.text, shown.text[:500]
     if args.form is not None:
         action, field, value, marker = args.form
-        posted = browser.post(
-            f"https://{portal}{action}", data={field: value}, verify=PORTAL_TLS, timeout=30
-        )
+        data = {field: value}
+        if args.xsrf is not None:
+            name, token = args.xsrf
+            bare = browser.post(
+                f"https://{portal}{action}", data=data, verify=PORTAL_TLS, timeout=30
+            )
+            seen["form_without_xsrf"] = bare.status_code
+            assert bare.status_code == 403, (bare.status_code, bare.text[:500])
+            folder = action.rsplit("/", 1)[0] + "/"
+            browser.cookies.set(name, token, domain=portal, path=folder, secure=True)
+            data[name] = token
+        posted = browser.post(f"https://{portal}{action}", data=data, verify=PORTAL_TLS, timeout=30)
         seen["form"] = {"status": posted.status_code, "url": posted.url}
         assert posted.status_code == 200, (posted.status_code, posted.text[:500])
         assert marker in posted.text, posted.text[:1000]

@@ -301,6 +301,7 @@ def test_a_jupyter_session_runs_on_the_node_and_the_user_reaches_it_through_the_
             _portal(f"cat {SESSION_DIR}/output.log"),
         )
         host, port, password = connection["host"], connection["port"], str(connection["password"])
+        xsrf = str(connection["xsrf_token"])
         # the node's address as Slurm knows it, where the portal's /node/ proxy goes; the
         # file written on the node, read on the portal: the home on the platform's storage
         assert host == _address(CONTROLLER)
@@ -311,6 +312,12 @@ def test_a_jupyter_session_runs_on_the_node_and_the_user_reaches_it_through_the_
         action = re.search(r'<form action="([^"]+)"', session["view"]).group(1)
         assert action == f"/node/{host}/{port}/login"
         assert f'name="password" value="{password}"' in session["view"]
+        # issue 44 (11): Jupyter's xsrf check stays on; the view gives the form's value to
+        # the session's /node/ path as the _xsrf cookie
+        assert f'name="_xsrf" value="{xsrf}"' in session["view"] and len(xsrf) == 32
+        cookie = f"_xsrf={xsrf}; path=/node/{host}/{port}/; secure; samesite=strict"
+        assert cookie in session["view"]
+        assert "disable_check_xsrf" not in _controller("ps -eo args")
         checked = subprocess.run(
             [
                 sys.executable,
@@ -328,6 +335,9 @@ def test_a_jupyter_session_runs_on_the_node_and_the_user_reaches_it_through_the_
                 "password",
                 password,
                 f'data-base-url="/node/{host}/{port}/"',
+                "--xsrf",
+                "_xsrf",
+                xsrf,
                 "--refused",
                 f"/node/127.0.0.1/{LOOPBACK_PORT}/",
                 "--refused",
@@ -348,6 +358,7 @@ def test_a_jupyter_session_runs_on_the_node_and_the_user_reaches_it_through_the_
     assert checked.returncode == 0, checked.stdout + checked.stderr
     seen = json.loads(checked.stdout)
     assert seen[USER]["status"] == 200 and "/tree" in seen["form"]["url"], seen
+    assert seen["form_without_xsrf"] == 403, seen
     assert set(seen["refused"].values()) <= {403, 404}, seen
     # issue 18 (6): the same name from another project's group is refused
     assert seen["outsider"]["status"] == 401
