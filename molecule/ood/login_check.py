@@ -14,7 +14,7 @@ signed-in user neither a page nor anything of the marker. --form posts FIELD=VAL
 as the signed-in user (an app's own login behind the proxy) and expects MARKER on the page
 it leads to. With --xsrf, the form is first posted without NAME and must be refused (403: the
 app's xsrf check is on), then posted as the app's view does it: the cookie NAME=VALUE set for
-ACTION's folder, and NAME=VALUE in the form.
+the origin's root (replacing the app's own), and NAME=VALUE in the form.
 """
 
 import argparse
@@ -128,12 +128,18 @@ def main() -> None:
             )
             seen["form_without_xsrf"] = bare.status_code
             assert bare.status_code == 403, (bare.status_code, bare.text[:500])
-            folder = action.rsplit("/", 1)[0] + "/"
-            browser.cookies.set(name, token, domain=portal, path=folder, secure=True)
+            # where the app's own cookie is (Jupyter's: the origin's root), so it replaces it
+            browser.cookies.set(name, token, domain=portal, path="/", secure=True)
             data[name] = token
         posted = browser.post(f"https://{portal}{action}", data=data, verify=PORTAL_TLS, timeout=30)
         seen["form"] = {"status": posted.status_code, "url": posted.url}
-        assert posted.status_code == 200, (posted.status_code, posted.text[:500])
+        assert posted.status_code == 200, (
+            posted.status_code,
+            [r.status_code for r in posted.history],
+            posted.url,
+            sorted((c.name, c.path) for c in browser.cookies),
+            posted.text[-500:],
+        )
         assert marker in posted.text, posted.text[:1000]
     for path in args.refused:
         elsewhere = browser.get(
