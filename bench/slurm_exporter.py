@@ -61,7 +61,9 @@ def answers(version: str, nodes: int, jobs: int) -> tuple[str, str, str]:
     # squeue's text form, as the exporter asks it (-t all): the captured line, renumbered,
     # spread over USERS users in ACCOUNTS accounts (the per-user series are bounded to --top)
     captured = (folder / "jobs.txt").read_text()
-    template = role_filters("slurm_output")._text_rows(captured, "jobs")[0]
+    # the running job ("long"), not the pending one under a 1,000-character hostile name
+    rows = role_filters("slurm_output")._text_rows(captured, "jobs")
+    template = next(row for row in rows if row[-1] == "long")
     separator = re.search(r"\|[0-9a-f]{24}\|", captured).group()
     lines = []
     for index in range(jobs):
