@@ -40,7 +40,7 @@ from driver.task import check_task_request, run_task
 
 
 class Exit(IntEnum):
-    """Documented in the README; the platform's app controller branches on these."""
+    """Documented in docs/platform-contract.md; the platform's app controller branches on these."""
 
     OK = 0
     FAILED = 1  # lint: findings; run: the operation failed

@@ -1,0 +1,43 @@
+"""The README and the manuals under docs/ (and bench's report) link only to what exists: each
+relative link names a file of the repository, and a `#fragment` names a heading of its target
+(GitHub's anchors: lower case, punctuation dropped, spaces as hyphens). The README stays the
+front door: at most 200 lines."""
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+PAGES = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _anchors(page: Path) -> set[str]:
+    anchors, in_code = set(), False
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        if not in_code and (heading := re.match(r"^#{1,6} (.+)$", line)):
+            text = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower())
+            anchors.add(text.replace(" ", "-"))
+    return anchors
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_reaches_a_file_and_a_heading(page: Path):
+    for target in LINK.findall(page.read_text()):
+        if re.match(r"^[a-z]+:", target):
+            continue  # an absolute URL: not checked here
+        path, _, fragment = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        assert linked.exists() and linked.is_relative_to(ROOT), (page.name, target)
+        if fragment:
+            assert fragment in _anchors(linked), (page.name, target)
+
+
+def test_every_manual_is_in_the_index_and_the_readme_is_short():
+    index = (ROOT / "docs" / "index.md").read_text()
+    for page in (ROOT / "docs").glob("*.md"):
+        assert page.name == "index.md" or f"]({page.name})" in index, page.name
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
