@@ -9,7 +9,6 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from enum import IntEnum
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,8 +19,6 @@ from driver.documents import DocumentError, load_request
 from driver.events import Context, ErrorInfo, EventSink, EventType, Result
 from driver.findings import Finding, Severity, render_human, render_json
 from driver.inventory import inventory_yaml
-from driver.lab.distros import DEFAULT_DISTRO, DISTROS
-from driver.lab.errors import LabError
 from driver.lint import UsageError, lint_paths, resolve_manifests
 from driver.models.request import OperationRequest
 from driver.request_check import RequestCheck, check_request
@@ -238,114 +235,6 @@ def render_result(console: Console, request: OperationRequest, result: Result) -
         console.print_json(json.dumps(bundle))
 
 
-def _option(text: str) -> tuple[str, Any]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise SystemExit(f"--option {text!r}: expected KEY=VALUE")
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
-
-
-def cmd_lab(args: argparse.Namespace) -> int:
-    try:
-        from driver.lab import lab
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("docker", "filelock"):
-            raise
-        return _usage(
-            f"the lab needs {exc.name}: pip install 'slurm-app-bundle[lab]' "
-            "(scripts/setup.sh installs it)",
-            "human",
-        )
-    console = Console(file=sys.stdout)
-    failed = Console(file=sys.stderr)
-    try:
-        if args.lab_command == "down":
-            removed = lab.down(args.name)
-            console.print(f"lab {args.name!r}: removed {removed} container(s)", highlight=False)
-            return Exit.OK
-        if args.lab_command == "add-host":
-            lab.add_host(args.name, args.host, storage=not args.without_storage, gpus=args.gpus)
-            console.print(f"lab {args.name!r}: host {args.host} started", highlight=False)
-            return Exit.OK
-        if args.lab_command == "task":
-            try:
-                given = json.loads(args.input) if args.input else {}
-            except ValueError as exc:
-                return _usage(f"--input: not JSON ({exc})", "human")
-            request = lab.task_request(args.name, args.task, args.user, given)
-            return cmd_task(argparse.Namespace(request=str(request)))
-        if args.lab_command == "op":
-            options = dict(_option(text) for text in args.option)
-            request = lab.operation_request(
-                args.name, args.operation, args.target, options, args.replacement
-            )
-            console.print(f"request: {request}", highlight=False, markup=False, soft_wrap=True)
-            loaded = _load_checked(str(request), "human", files=True)
-            if isinstance(loaded, int):
-                return loaded
-            stem = request.with_suffix("")
-            code = execute(loaded, args.format, f"{stem}-result.json", f"{stem}-events.jsonl")
-            lab.record_members(args.name, Path(f"{stem}-result.json"))
-            return code
-        if args.lab_command == "status":
-            rows = lab.status(args.name)
-            for row in rows:
-                console.print(
-                    f"{row['lab']:<12} {row['host']:<16} {row['state']:<10} {row['container']}",
-                    highlight=False,
-                )
-            if not rows:
-                console.print("no lab hosts", highlight=False)
-            elif args.name and any(r["host"].endswith("-ctl") for r in rows):
-                console.print(lab.sinfo(args.name), highlight=False, markup=False, end="")
-            return Exit.OK
-        spec = lab.LabSpec(
-            name=args.name,
-            workers=args.workers,
-            distro=args.distro,
-            placement=args.placement,
-            storage=args.storage,
-            interactive_runtimes=tuple(args.runtime or ()),
-            gpus=args.gpus,
-        )
-        request = lab.up(spec)
-    except LabError as exc:
-        failed.print(f"[red]lab:[/red] {escape(str(exc))}", highlight=False)
-        return Exit.FAILED
-    result_file = request.with_name("deploy-result.json")
-    events_file = request.with_name("deploy-events.jsonl")
-    console.print(f"deploy request: {request}", highlight=False, markup=False, soft_wrap=True)
-    loaded = _load_checked(str(request), "human", files=True)
-    if isinstance(loaded, int):
-        return loaded
-    code = execute(loaded, args.format, str(result_file), str(events_file))
-    if code != Exit.OK:
-        failed.print(
-            f"[red]lab up failed:[/red] the deploy did not succeed; no cluster to use.\n"
-            f"result: {result_file}\nfull event log: {events_file}\n"
-            f"remove the hosts with `slurm-app-driver lab down --name {args.name}`",
-            highlight=False,
-            soft_wrap=True,
-        )
-        return code
-    try:
-        console.print(f"test job across every node, as {lab.LAB_USER['name']}:", highlight=False)
-        console.print(lab.test_job(args.name), highlight=False, markup=False, end="")
-    except LabError as exc:
-        failed.print(f"[red]lab:[/red] {escape(str(exc))}", highlight=False)
-        return Exit.FAILED
-    console.print(
-        f"result: {result_file}; remove the lab with "
-        f"`slurm-app-driver lab down --name {args.name}`",
-        highlight=False,
-        soft_wrap=True,
-    )
-    return Exit.OK
-
-
 def cmd_task(args: argparse.Namespace) -> int:
     """One typed task of the app on its component's host; prints the task's JSON answer and
     exits with the task's code (6: the host could not be reached)."""
@@ -430,85 +319,11 @@ def build_parser() -> argparse.ArgumentParser:
     inventory.add_argument("--format", choices=("yaml", "json"), default="yaml")
     inventory.set_defaults(func=cmd_inventory)
 
-    lab_parser = sub.add_parser("lab", help="a local container lab standing in for the platform")
-    lab_sub = lab_parser.add_subparsers(dest="lab_command", required=True)
-    lab_up = lab_sub.add_parser("up", help="start hosts, deploy through the driver, run a job")
-    lab_up.add_argument("--name", default="lab", help="lab name (default: lab)")
-    lab_up.add_argument("--workers", type=int, default=2, help="separate workers (default: 2)")
-    lab_up.add_argument("--distro", choices=sorted(DISTROS), default=DEFAULT_DISTRO)
-    lab_up.add_argument("--placement", choices=("separate", "same_node"), default="separate")
-    lab_up.add_argument(
-        "--storage",
-        choices=("allocation_local", "platform_mount"),
-        default="allocation_local",
-        help="platform_mount: one volume mounted at /workspace on every host, as the "
-        "platform's storage (default: allocation_local)",
-    )
-    lab_up.add_argument(
-        "--runtime",
-        action="append",
-        choices=("jupyter",),
-        help="an interactive runtime for Open OnDemand's sessions on the workers (repeatable)",
-    )
-    lab_up.add_argument(
-        "--gpus",
-        type=int,
-        default=0,
-        help="NVIDIA GPU device files on each host that runs slurmd (0 to 8; no GPU behind them)",
-    )
-    lab_up.add_argument("--format", choices=("text", "json"), default="text")
-    lab_down = lab_sub.add_parser("down", help="remove the lab's containers, network and files")
-    lab_down.add_argument("--name", default="lab")
-    lab_add = lab_sub.add_parser(
-        "add-host", help="start one more host in a deployed lab (for add_worker)"
-    )
-    lab_add.add_argument("host", help="its host name, e.g. lab-w03")
-    lab_add.add_argument("--name", default="lab")
-    lab_add.add_argument(
-        "--without-storage",
-        action="store_true",
-        help="a platform_mount lab: start it without the storage volume (a broken mount)",
-    )
-    lab_add.add_argument(
-        "--gpus",
-        type=int,
-        default=0,
-        help="NVIDIA GPU device files to create on it (0 to 8; no GPU behind them)",
-    )
-    lab_op = lab_sub.add_parser(
-        "op",
-        help="run a member operation on a deployed lab (the request is derived from its deploy)",
-    )
-    lab_op.add_argument("operation", help="add_worker, drain_worker, status, stop, ...")
-    lab_op.add_argument("--name", default="lab")
-    lab_op.add_argument(
-        "--target",
-        action="append",
-        help="the lab host the operation acts on (e.g. lab-w01); add_worker takes it several "
-        "times to join several hosts in one run",
-    )
-    lab_op.add_argument(
-        "--replacement",
-        help="replace_worker: the lab host (started with add-host) that takes the target's place",
-    )
-    lab_op.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an operation option; VALUE is read as JSON when it parses (600, true), else text",
-    )
-    lab_op.add_argument("--format", choices=("text", "json"), default="text")
-    lab_task = lab_sub.add_parser(
-        "task", help="run one of the app's typed tasks on the lab's controller (queue, submit, ...)"
-    )
-    lab_task.add_argument("task", help="queue, nodes, submit or cancel")
-    lab_task.add_argument("--name", default="lab")
-    lab_task.add_argument("--user", help="the cluster user asking (submit and cancel)")
-    lab_task.add_argument("--input", help="the task's input as JSON")
-    lab_status = lab_sub.add_parser("status", help="list lab hosts (and sinfo for --name)")
-    lab_status.add_argument("--name", default=None)
-    lab_parser.set_defaults(func=cmd_lab)
+    # Imported here, once this module is whole: the lab's commands use its request checks,
+    # its run and its exit codes.
+    from driver.lab.commands import add_lab_parser
+
+    add_lab_parser(sub)
 
     schema = sub.add_parser("schema", help="print a shipped JSON Schema")
     schema.add_argument("name", choices=[n.removesuffix(".schema.json") for n in SHIPPED])
