@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from bench import markdown
-from driver.apps.slurm_reference import role_filters
+from driver.role_code import role_filters
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"

@@ -2,7 +2,7 @@
 
 from driver.apps.base import AppAdapter
 from driver.apps.open_ondemand import OpenOnDemand
-from driver.apps.slurm_reference import SlurmReference
+from driver.apps.slurm import SlurmReference
 
 ADAPTERS: dict[str, AppAdapter] = {
     adapter.slug: adapter for adapter in (SlurmReference(), OpenOnDemand())

@@ -9,7 +9,7 @@ import jinja2
 import pytest
 from conftest import ROOT
 
-from driver.apps.slurm_reference import role_filters
+from driver.role_code import role_filters
 
 H200 = ROOT / "tests" / "fixtures" / "gpu" / "h200"
 slurm_output = role_filters("slurm_output")

@@ -6,7 +6,7 @@ import json
 import pytest
 from conftest import example
 
-from driver.apps.slurm_reference import health_of
+from driver.apps.slurm.health import health_of
 from driver.documents import load_json
 from driver.events import ErrorInfo, Health, HostStats, InstanceStatus, Result
 from driver.models.request import OperationRequest

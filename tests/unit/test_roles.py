@@ -8,7 +8,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from driver.apps.slurm_reference import role_filters
+from driver.role_code import role_filters
 
 ROLES = sorted(p for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir())
 # Task fragments that mean the task handles key material.

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from driver.apps.slurm_reference import role_filters
+from driver.role_code import role_filters
 
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
 VERSIONS = ["22.05", "24.11"]

@@ -9,7 +9,9 @@ import yaml
 from conftest import ROOT, example
 from test_outcome import _outcome, _plan, _statuses
 
-from driver.apps.slurm_reference import access_bundle, role_filters, teardown_data
+from driver.apps.shared import teardown_data
+from driver.apps.slurm.access import access_bundle
+from driver.role_code import role_filters
 from driver.documents import load_json
 from driver.request_check import check_request
 from driver.runner.run import RunPlan

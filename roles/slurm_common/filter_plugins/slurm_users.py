@@ -2,7 +2,7 @@
 of them), where their homes are (`passwd_homes`, `moved_homes`, `homes_by_place`), and the
 folders made for them (`user_folders`).
 
-The same rules guard the driver (driver/apps/slurm_reference.py loads this file), so a request
+The same rules guard the driver (driver/role_code.py loads this file), so a request
 and an operator's inventory are judged alike: unique names; no system or daemon account (a
 user's group takes its name); no uid or gid twice (the gid defaults to the uid); uid/gid of a
 cloud image's first login user only when claimed.

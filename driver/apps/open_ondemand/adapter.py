@@ -6,7 +6,9 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 from driver.apps.base import AppAdapter, OperationError, Violation, observed
-from driver.apps.slurm_reference import (
+from driver.apps.open_ondemand.access import access_bundle
+from driver.apps.open_ondemand.health import portal_health
+from driver.apps.shared import (
     ACCOUNT_EXISTS,
     STORAGE_CONFLICT,
     STORAGE_NOT_SHARED,
@@ -21,11 +23,6 @@ from driver.models.manifest import Version
 from driver.models.request import Allocation, LinkedInstance, MemberStatus, OperationRequest
 from driver.site import load_site
 from driver.site import role_vars as site_role_vars
-
-# Product decision (spec): what users do in the portal is Slurm's business, not the platform's.
-AUDIT_NOTICE = (
-    "Actions taken in the HPC Portal are managed by Slurm, not tracked in platform audit logs."
-)
 
 
 class OpenOnDemand(AppAdapter):
@@ -207,65 +204,3 @@ def _app_runtime_rules(
             ("instance", "config", "interactive_apps", position),
             f"{app} would be a tile whose sessions never start: expected {expected}",
         )
-
-
-def portal_health(portal: dict[str, Any]) -> dict[str, Any]:
-    """failed: Apache does not run; degraded: a login or a job would fail (the provider's
-    metadata does not answer, the Slurm client cannot reach the controller, munge or sackd
-    stopped); healthy otherwise."""
-    services: dict[str, str] = portal.get("services") or {}
-    fatal = (
-        [f"{portal.get('host')}: apache2 is {services.get('apache2', 'absent')}"]
-        if services.get("apache2") != "running"
-        else []
-    )
-    problems = [
-        f"{portal.get('host')}: {unit} is {state}"
-        for unit, state in sorted(services.items())
-        if unit != "apache2" and state != "running"
-    ]
-    metadata = portal.get("oidc_metadata") or {}
-    if str(metadata.get("status")) != "200":
-        problems.append(
-            f"the OIDC provider's metadata ({metadata.get('url')}) does not answer from the "
-            f"portal: {metadata.get('error') or metadata.get('status')}"
-        )
-    if not portal.get("slurm_client_answers"):
-        problems.append(f"{portal.get('host')}: the Slurm client cannot reach the controller")
-    return {
-        "classification": "failed" if fatal else "degraded" if problems else "healthy",
-        "problems": fatal + problems,
-        "services": {str(portal.get("host")): services},
-    }
-
-
-def access_bundle(request: OperationRequest, portal: dict[str, Any]) -> dict[str, Any]:
-    """How users reach the portal and how its owner checks it; paths as the role reported."""
-    host = request.allocation(UUID(request.instance.placement_intent["host_allocation_id"]))
-    assert host is not None
-    return {
-        "url": portal.get("url"),
-        "cluster_name": portal.get("cluster_name"),
-        "open_ondemand_version": portal.get("ondemand_version"),
-        "ssh": f"ssh -p {host.ssh_port} {host.ssh_user}@{host.address}",
-        "config_paths": portal.get("paths"),
-        "health_checks": {
-            "apache": "systemctl status apache2",
-            "slurm_client": "sinfo; squeue",
-            "oidc_metadata": f"curl -sf {(portal.get('oidc_metadata') or {}).get('url')}",
-        },
-        "audit_notice": AUDIT_NOTICE,
-        "notes": [
-            AUDIT_NOTICE,
-            "Users log in through the OIDC provider; a login whose user name is none of the "
-            "cluster's users sees a page saying so.",
-        ]
-        + (
-            []
-            if portal.get("ondemand_version")
-            else [
-                "Open OnDemand is not installed (the driver's site settings choose no source): "
-                "the portal serves the login and the account check only."
-            ]
-        ),
-    }

@@ -1,0 +1,260 @@
+"""What the driver knows about the slurm-reference app beyond its manifest."""
+
+from collections.abc import Iterator
+from typing import Any, ClassVar
+from uuid import UUID
+
+from driver.apps.base import AppAdapter, OperationError, Violation, observed
+from driver.apps.shared import (
+    ACCOUNT_EXISTS,
+    STORAGE_CONFLICT,
+    STORAGE_NOT_SHARED,
+    hosts_not_reached,
+    login_user_rules,
+    storage_vars,
+    teardown_data,
+)
+from driver.apps.slurm.access import access_bundle
+from driver.apps.slurm.health import health_of
+from driver.apps.slurm.monitoring import monitoring_vars
+from driver.apps.slurm.rules import config_rules, placement_rules
+from driver.documents import LinePath
+from driver.events import Health, InstanceStatus
+from driver.inventory import Inventory, apply_defaults
+from driver.models.manifest import Version
+from driver.models.request import MemberStatus, OperationRequest
+
+# What the result shows of each node the controller reports (slurm_common's slurm_nodes).
+NODE_FIELDS = (
+    "name",
+    "state",
+    "reason",
+    "cpus",
+    "alloc_cpus",
+    "real_memory",
+    "gres",
+    "gpus",
+    "partitions",
+)
+
+
+# Operation options -> the role variable that receives each (defaults from the options schema).
+OPTION_VARS = {
+    "wait_idle_timeout_s": "slurm_worker_wait_idle_timeout",
+    "drain_timeout_s": "slurm_controller_drain_timeout",
+    "reason": "slurm_controller_drain_reason",
+    "force": "slurm_controller_remove_force",
+    "preview": "slurm_common_clean_preview",
+}
+PENDING_OPTIONS: dict[str, str] = {}
+# The operations whose playbooks include the monitoring role (drain, resume and the lifecycle
+# leave the monitoring stack alone).
+MONITORING_OPERATIONS = {
+    "deploy",
+    "add_worker",
+    "remove_worker",
+    "replace_worker",
+    "status",
+    "decommission",
+}
+# The operations that prepare workers (slurm_worker's main): where the runtimes are installed.
+JOINING_OPERATIONS = {"deploy", "add_worker", "replace_worker"}
+# They go on without a worker whose host does not answer (preflight's slurm_app_may_be_gone)
+LIFECYCLE_OPERATIONS = {"start", "stop", "restart"}
+
+
+class SlurmReference(AppAdapter):
+    slug = "slurm-reference"
+    operation_errors: ClassVar[dict[str, OperationError]] = {
+        "drain_timeout": OperationError(
+            "jobs still ran on the node when drain_timeout_s ran out; it stays draining and "
+            "no job was touched",
+            MemberStatus.DRAINING,
+            (InstanceStatus.RUNNING, Health.UNKNOWN),
+        ),
+        "node_busy": OperationError(
+            "jobs run on the node and force is false; nothing was changed",
+            None,
+            (InstanceStatus.RUNNING, Health.UNKNOWN),
+        ),
+        "account_exists": ACCOUNT_EXISTS,
+        "storage_not_shared": STORAGE_NOT_SHARED,
+        "storage_conflict": STORAGE_CONFLICT,
+        "no_node_in_service": OperationError(
+            "every node the readiness job would run on is drained, so no job can prove the "
+            "cluster ready; the operation's changes are applied and the nodes stay drained "
+            "until resumed",
+            None,
+            (InstanceStatus.RUNNING, Health.DEGRADED),
+        ),
+        "config_refused": OperationError(
+            "the new config cannot be applied to the running cluster; nothing was changed",
+            None,
+            (InstanceStatus.RUNNING, Health.UNKNOWN),
+        ),
+    }
+    address_fields = (
+        (("monitoring", "alerting", "webhook", "url"), "url"),
+        (("monitoring", "alerting", "email", "smarthost"), "relay"),
+        (("monitoring", "grafana", "oidc", "issuer_url"), "url"),
+    )
+    config_fields = frozenset(
+        {
+            "cluster_name",
+            "partitions",
+            "accounting",
+            "users",
+            "monitoring",
+            "storage",
+            "interactive_runtimes",
+        }
+    )
+
+    def rules(self, request: OperationRequest, version: Version) -> Iterator[Violation]:
+        yield from placement_rules(request)
+        yield from self.config_rules(request.instance.config, ("instance", "config"))
+        yield from login_user_rules(request, request.instance.config, ("instance", "config"))
+
+    def config_rules(self, config: dict[str, Any], base: LinePath) -> Iterator[Violation]:
+        return config_rules(config, base)
+
+    def inventory_vars(
+        self, request: OperationRequest, version: Version, inventory: Inventory
+    ) -> None:
+        """Role variables from the config and the options (defaults applied), and
+        same_node's controller-as-worker."""
+        config = apply_defaults(version.config_schema, request.instance.config)
+        placement = request.instance.placement_intent
+        if request.operation.type == "deploy" and placement.get("worker_placement") == "same_node":
+            controller = request.allocation(UUID(placement["controller_allocation_id"]))
+            if controller is not None:
+                inventory.add(
+                    controller, ["slurm_workers"], request.credentials.ssh_private_key_file
+                )
+        accounting = config["accounting"]
+        inventory.group_vars.update(
+            {
+                "slurm_controller_cluster_name": config["cluster_name"],
+                "slurm_controller_partitions": config["partitions"],
+                "slurm_controller_accounting_enabled": accounting["enabled"],
+                "slurm_controller_default_account": accounting["default_account"],
+                "slurm_controller_accounts": accounting["accounts"],
+                "slurm_controller_qos": accounting["qos"],
+                "slurm_controller_priority": accounting.get("fair_share") or {},
+                "slurm_common_users": config["users"],
+                "slurm_common_munge_key_src": request.credentials.munge_key_file or "",
+                **storage_vars(config),
+            }
+        )
+        if request.operation.type in MONITORING_OPERATIONS:
+            inventory.group_vars.update(monitoring_vars(request, config["monitoring"]))
+        if request.operation.type in JOINING_OPERATIONS:
+            inventory.group_vars["slurm_worker_interactive_runtimes"] = config[
+                "interactive_runtimes"
+            ]
+        spec = version.operation(request.operation.type)
+        schema = spec.options_schema if spec is not None else {}
+        options = apply_defaults(schema, request.operation.options)
+        for option, value in options.items():
+            if option in OPTION_VARS:
+                inventory.group_vars[OPTION_VARS[option]] = value
+        # drain, resume and remove act on one node; a join of several names them in the
+        # inventory's slurm_workers
+        if request.operation.target is not None:
+            allocation = request.allocation(request.operation.target.allocation_id)
+            if allocation is not None:  # validation guarantees it
+                inventory.group_vars["slurm_controller_target_node"] = allocation.hostname
+        # replace_worker: both workers are in slurm_workers; its plays tell them apart
+        if request.operation.replacement is not None and request.operation.target is not None:
+            hosts = inventory.allocation_hosts
+            inventory.groups["slurm_app_replaced"] = [hosts[request.operation.target.allocation_id]]
+            inventory.groups["slurm_app_replacement"] = [
+                hosts[request.operation.replacement.allocation_id]
+            ]
+
+    def observed_state(
+        self, request: OperationRequest, reported: dict[str, Any]
+    ) -> tuple[InstanceStatus, Health] | None:
+        if request.operation.type == "status":
+            return observed(health_of(request, reported)["classification"])
+        # a deploy whose monitoring stack failed still made a cluster that runs jobs
+        if reported.get("slurm_app_monitoring_failed"):
+            return observed("degraded")
+        if self.hosts_left_out(request, reported):
+            if request.operation.type == "stop":
+                return InstanceStatus.STOPPED, Health.DEGRADED
+            return observed("degraded")
+        return None
+
+    def hosts_left_out(self, request: OperationRequest, reported: dict[str, Any]) -> set[str]:
+        if request.operation.type in LIFECYCLE_OPERATIONS:
+            return set(reported.get("slurm_app_not_reached") or {})
+        return set()
+
+    def hosts_done(self, request: OperationRequest, reported: dict[str, Any]) -> set[str] | None:
+        # a worker reports its daemons only once it joined (add_worker, replace_worker's
+        # replacement): one that failed before, or was never reached, is not in the report
+        if request.operation.type in JOINING_OPERATIONS - {"deploy"}:
+            return set(reported.get("slurm_app_workers") or {})
+        return None
+
+    def previews(self, request: OperationRequest) -> bool:
+        return request.operation.type == "decommission" and bool(
+            request.operation.options.get("preview")
+        )
+
+    def detail(
+        self,
+        request: OperationRequest,
+        inventory: Inventory,
+        reported: dict[str, Any],
+        failed: bool,
+    ) -> dict[str, Any]:
+        if request.operation.type in LIFECYCLE_OPERATIONS:
+            return hosts_not_reached(reported, "not_reached")
+        controller = reported.get("slurm_app_controller") or {}
+        if not controller:
+            return teardown_data(reported, self.previews(request))
+        detail: dict[str, Any] = {
+            "cluster_name": controller.get("cluster_name"),
+            "daemon_versions": {
+                **controller.get("versions", {}),
+                "slurmd": {
+                    report["node"]: report["slurmd_version"]
+                    for report in (reported.get("slurm_app_workers") or {}).values()
+                    if report.get("slurmd_version")
+                },
+            },
+            "nodes": [
+                {field: node.get(field) for field in NODE_FIELDS}
+                for node in controller.get("nodes", [])
+            ],
+            "accounting": controller.get("accounting"),
+            "profile": controller.get("profile"),
+            "readiness": _readiness(controller.get("smoke_test")),
+        }
+        if reported.get("slurm_app_monitoring"):
+            detail["monitoring"] = reported["slurm_app_monitoring"]
+        if reported.get("slurm_app_key_rotation"):
+            detail["munge_key"] = reported["slurm_app_key_rotation"]
+        if "services" in controller:
+            detail["health"] = health_of(request, reported, asked=inventory.hosts)
+        detail.update(teardown_data(reported, preview=False))
+        # An access bundle is a promise that there is a cluster to use: only after a success.
+        if not failed:
+            users = request.instance.config.get("users") or []
+            detail["access_bundle"] = access_bundle(
+                request,
+                controller,
+                reported.get("slurm_app_worker_files") or {},
+                users[0]["name"] if users else None,
+                reported.get("slurm_app_monitoring"),
+            )
+        return detail
+
+
+def _readiness(smoke: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not smoke:
+        return None
+    nodes = str(smoke.get("nodes", ""))
+    return {**smoke, "nodes": int(nodes) if nodes.isdigit() else None}

@@ -1,0 +1,117 @@
+"""A cluster's health from what its roles reported: every daemon, node and monitoring target."""
+
+from collections.abc import Collection
+from typing import Any
+
+from driver.models.request import MemberStatus, OperationRequest
+
+# Node states that mean a node cannot run jobs although nobody asked for it (a drain is asked).
+UNHEALTHY_NODE_STATES = {"down", "fail", "failing", "unknown", "future"}
+UNHEALTHY_NODE_FLAGS = {"not_responding", "fail", "invalid_reg"}
+
+
+def health_of(
+    request: OperationRequest, reported: dict[str, Any], asked: Collection[str] | None = None
+) -> dict[str, Any]:
+    """healthy / degraded / failed, with the evidence: every daemon's state, the nodes that
+    cannot run jobs and why, accounting, and the workers that did not answer. `asked`: the
+    hosts the run asked (a targeted operation's inventory); None: every member was asked."""
+    controller = reported.get("slurm_app_controller") or {}
+    workers = reported.get("slurm_app_workers") or {}
+    services: dict[str, str] = controller.get("services") or {}
+    fatal: list[str] = []
+    problems: list[str] = []
+    for daemon in ("munge", "slurmctld"):
+        if services.get(daemon) != "running":
+            fatal.append(f"{controller.get('host')}: {daemon} is {services.get(daemon, 'absent')}")
+    if not controller.get("slurmctld_answers"):
+        fatal.append("slurmctld does not answer `scontrol ping`")
+    if controller.get("accounting"):
+        for daemon in ("mariadb", "slurmdbd"):
+            if services.get(daemon) != "running":
+                problems.append(
+                    f"{controller.get('host')}: {daemon} is {services.get(daemon, 'absent')}"
+                )
+        if not controller.get("accounting_answers"):
+            problems.append("slurmdbd does not answer `sacctmgr show cluster`")
+    worker_hosts = [h for h in _worker_hosts(request) if asked is None or h in asked]
+    for host in worker_hosts:
+        report = workers.get(host)
+        if report is None:
+            problems.append(f"{host}: did not answer")
+            continue
+        problems += _not_running(host, report.get("services"))
+    problems += _monitoring_problems(reported)
+    for node in controller.get("nodes") or []:
+        flags = set(node.get("flags") or [])
+        if node.get("base_state") in UNHEALTHY_NODE_STATES or flags & UNHEALTHY_NODE_FLAGS:
+            reason = f" ({node['reason']})" if node.get("reason") else ""
+            problems.append(f"node {node.get('name')} is {node.get('state')}{reason}")
+    classification = "failed" if fatal else "degraded" if problems else "healthy"
+    return {
+        "classification": classification,
+        "problems": fatal + problems,
+        "services": {
+            str(controller.get("host")): services,
+            **{host: (workers.get(host) or {}).get("services") for host in worker_hosts},
+        },
+        "accounting_reachable": controller.get("accounting_answers"),
+    }
+
+
+def _not_running(host: Any, units: dict[str, str] | None) -> list[str]:
+    """`host: unit is state` for each of the host's units that does not run."""
+    return [
+        f"{host}: {unit} is {state}"
+        for unit, state in sorted((units or {}).items())
+        if state != "running"
+    ]
+
+
+def _monitoring_problems(reported: dict[str, Any]) -> list[str]:
+    """What is wrong with the monitoring stack: a deploy's monitoring failure, a daemon down,
+    Prometheus not answering, a scrape target down, an exporter stopped (read from systemd,
+    before Prometheus notices), an alert firing."""
+    monitoring = reported.get("slurm_app_monitoring")
+    problems: list[str] = [
+        f"monitoring: {host}: {reason}"
+        for host, reason in sorted((reported.get("slurm_app_monitoring_failed") or {}).items())
+    ]
+    for host, units in sorted((reported.get("slurm_app_exporters") or {}).items()):
+        problems += _not_running(host, units)
+    if not monitoring:
+        return problems
+    host = monitoring.get("host")
+    problems += _not_running(host, monitoring.get("services"))
+    if not monitoring.get("prometheus_answers"):
+        problems.append(f"{host}: Prometheus does not answer")
+    for target in monitoring.get("targets") or []:
+        if target.get("health") == "down":
+            error = f": {target['last_error']}" if target.get("last_error") else ""
+            problems.append(
+                f"monitoring: {target.get('job')} exporter on {target.get('node')} "
+                f"({target.get('instance')}) is down{error}"
+            )
+    # What the alert rules found (disk pressure, Slurm unreadable, nodes down); an `info`
+    # alert (retention near its cap: the oldest data goes first, as configured) is no problem.
+    for alert in monitoring.get("alerts") or []:
+        if alert.get("severity") != "info":
+            since = f" since {alert['since']}" if alert.get("since") else ""
+            problems.append(
+                f"alert {alert.get('name')} firing on {alert.get('node') or host}{since}: "
+                f"{alert.get('summary') or 'no summary'}"
+            )
+    return problems
+
+
+def _worker_hosts(request: OperationRequest) -> list[str]:
+    hosts = []
+    for member in request.members:
+        if member.component_key == "worker" and member.status not in (
+            MemberStatus.REMOVED,
+            MemberStatus.PENDING,
+        ):
+            allocation = request.allocation(member.allocation_id)
+            if allocation is not None:
+                hosts.append(allocation.hostname)
+    return hosts
