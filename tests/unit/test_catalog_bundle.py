@@ -13,10 +13,10 @@ from conftest import EXAMPLES, MANIFESTS, ROOT
 from driver.apps import ADAPTERS, adapter_for
 from driver.apps.open_ondemand import APP_RUNTIMES
 from driver.apps.slurm.adapter import OPTION_VARS, PENDING_OPTIONS
-from driver.role_code import role_filters
 from driver.documents import load_json
 from driver.models.manifest import CatalogEntry
 from driver.request_check import check_request
+from driver.role_code import role_filters
 from driver.runner.run import RunPlan
 
 ENTRIES = [

@@ -4,20 +4,15 @@ there, which it refuses without following them or changing anything (issue 44, 1
 tests plant the same links on a real mount before a deploy, an add_worker and a
 decommission."""
 
-import importlib.util
 import os
 import stat
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
 
-_spec = importlib.util.spec_from_file_location(
-    "slurm_folder", ROOT / "roles/slurm_common/library/slurm_folder.py"
-)
-assert _spec is not None and _spec.loader is not None
-slurm_folder = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(slurm_folder)
+from driver.role_code import role_code
+
+slurm_folder = role_code("slurm_common", "library", "slurm_folder")
 
 USER = 2001
 OTHER = 2002

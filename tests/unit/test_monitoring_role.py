@@ -1,7 +1,6 @@
 """The monitoring role's filters and the files it renders for GPU nodes (dcgm-exporter cannot
 run here: its unit and its scrape target are rendered and checked)."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -11,20 +10,12 @@ import pytest
 import yaml
 from conftest import ROOT
 
+from driver.role_code import role_code
+
 ROLE = ROOT / "roles" / "monitoring"
 
 
-def _filters():
-    spec = importlib.util.spec_from_file_location(
-        "monitoring_filters", ROLE / "filter_plugins" / "monitoring.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-filters = _filters()
+filters = role_code("monitoring", "filter_plugins", "monitoring")
 
 
 @pytest.mark.parametrize(

@@ -3,20 +3,15 @@ outcome returned, none of them an error. It runs for real in every status and de
 (e2e, Molecule)."""
 
 import http.server
-import importlib.util
 import json
 import sys
 import threading
 
 import pytest
-from conftest import ROOT
 
-_spec = importlib.util.spec_from_file_location(
-    "slurm_read", ROOT / "roles/slurm_common/library/slurm_read.py"
-)
-assert _spec is not None and _spec.loader is not None
-slurm_read = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(slurm_read)
+from driver.role_code import role_code
+
+slurm_read = role_code("slurm_common", "library", "slurm_read")
 
 
 class _Answers(http.server.BaseHTTPRequestHandler):

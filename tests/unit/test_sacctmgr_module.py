@@ -2,17 +2,11 @@
 module runs for real against slurmdbd in every deploy (e2e, Molecule); its idempotence is
 Molecule's idempotence step."""
 
-import importlib.util
-
 import pytest
-from conftest import ROOT
 
-_spec = importlib.util.spec_from_file_location(
-    "slurm_sacctmgr", ROOT / "roles/slurm_controller/library/slurm_sacctmgr.py"
-)
-assert _spec is not None and _spec.loader is not None
-sacctmgr = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sacctmgr)
+from driver.role_code import role_code
+
+sacctmgr = role_code("slurm_controller", "library", "slurm_sacctmgr")
 
 REGISTERED = {
     "cluster": True,

@@ -11,9 +11,9 @@ from test_outcome import _outcome, _plan, _statuses
 
 from driver.apps.shared import teardown_data
 from driver.apps.slurm.access import access_bundle
-from driver.role_code import role_filters
 from driver.documents import load_json
 from driver.request_check import check_request
+from driver.role_code import role_filters
 from driver.runner.run import RunPlan
 
 
