@@ -18,14 +18,19 @@ from uuid import UUID
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
-from driver.addresses import RESOLVES_RESERVED, address_problem, resolves_reserved
 from driver.catalog import instance_credentials_dir, load_entry
 from driver.documents import Document
 from driver.findings import Finding
 from driver.models.common import AppVersion, Identifier, PosixName, Slug, StrictModel
 from driver.models.manifest import Task, TaskName
 from driver.models.request import Allocation, Credentials
-from driver.request_check import contract_checked, private_file
+from driver.request_check import contract_checked
+from driver.request_check.addresses import (
+    RESOLVES_RESERVED,
+    address_problem,
+    resolves_reserved,
+)
+from driver.request_check.credentials import private_file
 from driver.schema_check import schema_findings
 
 SSH_TIMEOUT_S = 120

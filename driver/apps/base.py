@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from driver.addresses import relay_host, url_host
 from driver.documents import LinePath
 from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory
@@ -82,19 +81,8 @@ class AppAdapter:
     pending_config: ClassVar[dict[str, str]] = {}
     # Where the config names a host the app's hosts contact (an alert webhook, a mail relay,
     # an OIDC issuer): its path in the config and how the host is written ("url", or "relay"
-    # for host:port). request_check holds each to the request's address policy.
+    # for host:port). request_check.addresses holds each to the request's address policy.
     address_fields: ClassVar[tuple[tuple[tuple[str, ...], str], ...]] = ()
-
-    def config_hosts(
-        self, config: dict[str, Any], base: LinePath
-    ) -> Iterator[tuple[LinePath, str]]:
-        """(path, host) of each address field the config sets."""
-        for path, written in self.address_fields:
-            value: Any = config
-            for key in path:
-                value = value.get(key) if isinstance(value, dict) else None
-            if isinstance(value, str):
-                yield (*base, *path), url_host(value) if written == "url" else relay_host(value)
 
     def rules(self, request: OperationRequest, version: Version) -> Iterator[Violation]:
         """Semantic rules beyond the schemas (the generic ones run for every app)."""

@@ -7,7 +7,16 @@ nothing at all or everyone at once; before a run, a DNS name must not resolve th
 
 import ipaddress
 import socket
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
+
+from driver.apps import adapter_for
+from driver.apps.base import AppAdapter
+from driver.documents import Document, LinePath
+from driver.findings import Finding
+from driver.models.request import OperationRequest
+from driver.request_check.rules import Rules
 
 # Names that reach the machine itself or a cloud's instance-metadata service rather than a
 # host of the tenant's.
@@ -114,3 +123,63 @@ def url_host(url: str) -> str:
 def relay_host(smarthost: str) -> str:
     """The host of a mail relay given as host:port."""
     return smarthost.rsplit(":", 1)[0]
+
+
+# Host names become inventory names and Slurm NodeNames: none may be an Ansible pattern or
+# group, or a Slurm keyword (`NodeName=DEFAULT` sets defaults for every later node).
+RESERVED_HOSTNAMES = frozenset({"default", "all", "ungrouped", "localhost"})
+
+
+def config_hosts(
+    adapter: AppAdapter, config: dict[str, Any], base: LinePath
+) -> Iterator[tuple[LinePath, str]]:
+    """(path, host) of each address field the app's config sets (its adapter's
+    `address_fields`)."""
+    for path, written in adapter.address_fields:
+        value: Any = config
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, str):
+            yield (*base, *path), url_host(value) if written == "url" else relay_host(value)
+
+
+def allocation_names(rules: Rules) -> None:
+    """No reserved host name, no address that points back at a machine itself."""
+    for index, allocation in enumerate(rules.request.allocations):
+        if allocation.hostname.lower() in RESERVED_HOSTNAMES:
+            rules.add(
+                "reserved-name",
+                ("allocations", index, "hostname"),
+                "expected a host name that is neither a Slurm keyword (DEFAULT) nor an "
+                f"Ansible name ({', '.join(sorted(RESERVED_HOSTNAMES - {'default'}))})",
+            )
+        problem = address_problem(allocation.address)
+        if problem is not None:
+            rules.add("reserved-address", ("allocations", index, "address"), problem)
+
+
+def config_addresses(rules: Rules) -> None:
+    """The hosts the app's config makes its hosts contact, under the same policy."""
+    adapter = adapter_for(rules.request.instance.app_slug)
+    for path, host in config_hosts(adapter, rules.request.instance.config, ("instance", "config")):
+        problem = address_problem(host)
+        if problem is not None:
+            rules.add("reserved-address", path, f"{host}: {problem}")
+
+
+def check_names(doc: Document, request: OperationRequest) -> list[Finding]:
+    """DNS names among the addresses a run contacts (allocations, the config's URLs and mail
+    relays) must not resolve to loopback, link-local (cloud metadata), unspecified or
+    multicast addresses; run before acting. A name that does not resolve is left to the run
+    (host_unreachable, or the service's own error)."""
+    adapter = adapter_for(request.instance.app_slug)
+    hosts: list[tuple[LinePath, str]] = [
+        (("allocations", index, "address"), allocation.address)
+        for index, allocation in enumerate(request.allocations)
+    ]
+    hosts += list(config_hosts(adapter, request.instance.config, ("instance", "config")))
+    return [
+        doc.finding("reserved-address", path, RESOLVES_RESERVED)
+        for path, host in hosts
+        if resolves_reserved(host)
+    ]
