@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 from bench import markdown
-from driver.role_code import role_filters
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
@@ -62,7 +61,10 @@ def answers(version: str, nodes: int, jobs: int) -> tuple[str, str, str]:
     # spread over USERS users in ACCOUNTS accounts (the per-user series are bounded to --top)
     captured = (folder / "jobs.txt").read_text()
     # the running job ("long"), not the pending one under a 1,000-character hostile name
-    rows = role_filters("slurm_output")._text_rows(captured, "jobs")
+    sys.path.insert(0, str(ROOT / "roles/slurm_common/files"))
+    from slurm_readers.commands import text_rows
+
+    rows = text_rows(captured, "jobs")
     template = next(row for row in rows if row[-1] == "long")
     separator = re.search(r"\|[0-9a-f]{24}\|", captured).group()
     lines = []
@@ -77,7 +79,7 @@ def answers(version: str, nodes: int, jobs: int) -> tuple[str, str, str]:
 
 def measure_once(version: str, folder: Path) -> None:
     """In a fresh process: read the answers, then time one collection; prints JSON."""
-    for path in ("roles/slurm_common/filter_plugins", "roles/monitoring/files"):
+    for path in ("roles/slurm_common/files", "roles/monitoring/files"):
         sys.path.insert(0, str(ROOT / path))
     import slurm_exporter
 

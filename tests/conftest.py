@@ -14,6 +14,10 @@ from filelock import FileLock
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 MANIFESTS = ROOT / "manifests"
+# The bundle's Slurm readers (a package the roles install beside the task command and the
+# exporter), importable in the tests as on those hosts: `from slurm_readers.jobs import ...`.
+if str(ROOT / "roles/slurm_common/files") not in sys.path:
+    sys.path.insert(0, str(ROOT / "roles/slurm_common/files"))
 
 
 # The venv the tests run in; the console script is called from it by its full path.
@@ -39,7 +43,7 @@ def console_script(
     )
 
 
-# What the readers of slurm_output take as one text answer's field separator (text_command's).
+# What the Slurm readers take as one text answer's field separator (text_command's).
 SLURM_SEPARATOR = re.compile(r"\|[0-9a-f]{24}\|")
 
 

@@ -6,7 +6,6 @@ every non-GPU device file (nvidiactl, nvidia-uvm, nvidia-caps, ...) must be left
 $OUT/gpu_check.json; exits 1 when the reading disagrees with the host.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,26 +13,22 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location(
-    "slurm_output", ROOT / "roles" / "slurm_common" / "filter_plugins" / "slurm_output.py"
-)
-assert spec is not None and spec.loader is not None
-slurm_output = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(slurm_output)
+sys.path.insert(0, str(ROOT / "roles" / "slurm_common" / "files"))
+from slurm_readers.gpus import slurm_gpu_query, slurm_gpu_type, slurm_gpus  # noqa: E402
 
 device_files = sorted(str(p) for p in Path("/dev").glob("nvidia*"))
 query = subprocess.run(
-    slurm_output.slurm_gpu_query("nvidia-smi"), capture_output=True, text=True, check=True
+    slurm_gpu_query("nvidia-smi"), capture_output=True, text=True, check=True
 ).stdout
 listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=True).stdout
-gpus = slurm_output.slurm_gpus(query, device_files)
+gpus = slurm_gpus(query, device_files)
 expected = sum(1 for line in listed.splitlines() if line.startswith("GPU "))
 report = {
     "device_files": device_files,
     "nvidia_smi_query": query,
     "nvidia_smi_L": listed,
     "slurm_gpus": gpus,
-    "gres_type": slurm_output.slurm_gpu_type(gpus["models"][0]) if gpus["models"] else None,
+    "gres_type": slurm_gpu_type(gpus["models"][0]) if gpus["models"] else None,
     "expected_count": expected,
     "agrees": gpus["count"] == expected and len(gpus["files"]) == expected,
 }

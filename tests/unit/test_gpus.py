@@ -3,16 +3,15 @@ copied from the project's shared fixtures into tests/fixtures/gpu/h200; no GPU e
 these machines)."""
 
 import json
-from pathlib import Path
 
 import jinja2
 import pytest
 from conftest import ROOT
+from slurm_readers.gpus import slurm_gpu_query, slurm_gpu_type, slurm_gpus
 
 from driver.role_code import role_filters
 
 H200 = ROOT / "tests" / "fixtures" / "gpu" / "h200"
-slurm_output = role_filters("slurm_output")
 TEMPLATES = ROOT / "roles" / "slurm_controller" / "templates"
 
 
@@ -53,7 +52,7 @@ def _node(gpus: dict) -> dict:
 
 
 def test_the_h200_host_is_one_typed_gpu():
-    gpus = slurm_output.slurm_gpus(_query_answer(), _device_files())
+    gpus = slurm_gpus(_query_answer(), _device_files())
     assert gpus == {
         "count": 1,
         "files": ["/dev/nvidia0"],
@@ -65,7 +64,7 @@ def test_the_h200_host_is_one_typed_gpu():
 
 
 def test_the_h200_node_renders_a_typed_gres_users_can_ask_for_and_a_feature_partitions_use():
-    node = _node(slurm_output.slurm_gpus(_query_answer(), _device_files()))
+    node = _node(slurm_gpus(_query_answer(), _device_files()))
     assert _render("node.conf.j2", node).endswith("Gres=gpu:h200:1 Features=h200 State=UNKNOWN")
     assert _render("gres.conf.j2", node) == "NodeName=gpu-01 Name=gpu Type=h200 File=/dev/nvidia0"
 
@@ -86,22 +85,22 @@ def test_a_partition_of_one_gpu_type_is_the_nodeset_of_the_feature_its_nodes_car
         "PartitionName=h200 Nodes=nodeset_h200 Default=NO MaxTime=UNLIMITED "
         "AllowAccounts=vision,nlp State=UP",
     ]
-    node = _node(slurm_output.slurm_gpus(_query_answer(), _device_files()))
+    node = _node(slurm_gpus(_query_answer(), _device_files()))
     assert " Features=h200 " in _render("node.conf.j2", node)
 
 
 def test_a_cpu_only_node_gets_no_gres():
-    node = _node(slurm_output.slurm_gpus("", []))
+    node = _node(slurm_gpus("", []))
     assert "Gres=" not in _render("node.conf.j2", node)
 
 
 def test_without_nvidia_smi_or_with_mixed_models_the_count_is_untyped():
     files = ["/dev/nvidia1", "/dev/nvidia0", "/dev/nvidia10", "/dev/nvidia2"]
-    untyped = slurm_output.slurm_gpus("", files)
+    untyped = slurm_gpus("", files)
     assert untyped["files"] == ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia10"]
     assert untyped["type"] is None
     assert " Gres=gpu:4 State=" in _render("node.conf.j2", _node(untyped))
-    mixed = slurm_output.slurm_gpus("0, NVIDIA H200\n1, NVIDIA A100-SXM4-80GB", files[:2])
+    mixed = slurm_gpus("0, NVIDIA H200\n1, NVIDIA A100-SXM4-80GB", files[:2])
     assert mixed["type"] is None and mixed["count"] == 2
     assert _render("gres.conf.j2", _node(mixed)).startswith("NodeName=gpu-01 Name=gpu File=")
 
@@ -117,7 +116,7 @@ def test_only_whole_device_file_names_reach_gres_conf():
         "/dev/nvidia-uvm",
         "/dev/nvidia3 ",
     ]
-    gpus = slurm_output.slurm_gpus("", hostile)
+    gpus = slurm_gpus("", hostile)
     assert gpus["files"] == ["/dev/nvidia2"] and gpus["count"] == 1
     assert "/etc/shadow" not in _render("gres.conf.j2", _node(gpus))
 
@@ -138,22 +137,23 @@ def test_only_whole_device_file_names_reach_gres_conf():
     ],
 )
 def test_gres_type_from_the_model_name(model, gres_type):
-    assert slurm_output.slurm_gpu_type(model) == gres_type
+    assert slurm_gpu_type(model) == gres_type
 
 
 def test_the_query_argv_is_the_readers():
-    assert slurm_output.slurm_gpu_query("/usr/bin/nvidia-smi") == [
+    assert slurm_gpu_query("/usr/bin/nvidia-smi") == [
         "/usr/bin/nvidia-smi",
         "--query-gpu=index,name",
         "--format=csv,noheader",
     ]
-    assert Path(slurm_output.__file__).name == "slurm_output.py"
+    filters = role_filters("slurm_output").FilterModule().filters()
+    assert filters["slurm_gpu_query"] is slurm_gpu_query
 
 
 def test_a_real_h100_hosts_device_files_give_one_gpu():
     """bench/gpu/device_check.py on a lent H100 host (2026-11-26): /dev holds nvidia0 beside
     nvidiactl, nvidia-uvm, nvidia-uvm-tools and nvidia-caps; only nvidia0 is a GPU."""
     seen = json.loads((H200.parent / "h100" / "gpu_check.json").read_text())
-    gpus = slurm_output.slurm_gpus(seen["nvidia_smi_query"], seen["device_files"])
+    gpus = slurm_gpus(seen["nvidia_smi_query"], seen["device_files"])
     assert gpus == seen["slurm_gpus"]
     assert gpus["count"] == 1 and gpus["files"] == ["/dev/nvidia0"] and gpus["type"] == "h100"

@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 from conftest import SLURM_SEPARATOR, slurm_text
 from prometheus_client import CollectorRegistry, generate_latest
+from slurm_readers.commands import SEPARATOR_MARK, slurm_command
+from slurm_readers.jobs import slurm_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
-# On the controller the exporter and slurm_output.py are installed side by side.
-for folder in ("roles/slurm_common/filter_plugins", "roles/monitoring/files"):
+# On the controller the exporter and the readers (slurm_readers/) are installed side by side.
+for folder in ("roles/slurm_common/files", "roles/monitoring/files"):
     if str(ROOT / folder) not in sys.path:
         sys.path.insert(0, str(ROOT / folder))
 exporter = importlib.import_module("slurm_exporter")
-slurm_output = importlib.import_module("slurm_output")
 
 # The metric names the product spec and the dashboards rely on.
 SPEC_NAMES = [
@@ -34,7 +35,7 @@ SPEC_NAMES = [
 
 def unseparated(argv: list[str]) -> str:
     """A command line less its text form's separator, which is new at each call."""
-    return SLURM_SEPARATOR.sub(slurm_output.SEPARATOR_MARK, " ".join(argv))
+    return SLURM_SEPARATOR.sub(SEPARATOR_MARK, " ".join(argv))
 
 
 class FakeSlurm:
@@ -69,7 +70,7 @@ def captured(version: str, ended: str = ENDED_JOBS) -> FakeSlurm:
         if (folder / "scontrol-nodes.json").is_file()
         else ("sinfo --json", "sinfo.json")
     )
-    jobs = slurm_output.slurm_command("jobs", json=False, ended=True)
+    jobs = slurm_command("jobs", json=False, ended=True)
     answer = (folder / "jobs.txt").read_text()
     return FakeSlurm(
         {
@@ -200,9 +201,9 @@ def test_the_jobs_query_lists_what_ended_in_every_version():
     """squeue's text form with -t all, whatever the version: the JSON form's 5 KB per job
     (24.11) is what the exporter avoids."""
     for version in ("22.05.8", "24.11.5"):
-        argv = slurm_output.slurm_command("jobs", version, json=False, ended=True)
+        argv = slurm_command("jobs", version, json=False, ended=True)
         assert argv[:3] == ["squeue", "-t", "all"] and "--json" not in argv
-    assert "-t" not in slurm_output.slurm_command("jobs", json=False)
+    assert "-t" not in slurm_command("jobs", json=False)
 
 
 def test_the_exposition_carries_every_name_the_spec_lists():
@@ -230,7 +231,7 @@ def _collector_over(queue: list[str], top: int = 20):
     """A collector whose squeue answers each entry of `queue` in turn (a new one per
     collection), with the captured 24.11 nodes."""
     slurm = captured("24.11", ended="")
-    jobs_key = unseparated(slurm_output.slurm_command("jobs", json=False, ended=True))
+    jobs_key = unseparated(slurm_command("jobs", json=False, ended=True))
     now = [0.0]
     collector = exporter.SlurmCollector(
         "24.11.5", run=slurm, cache_seconds=30, clock=lambda: now[0], top=top
@@ -291,5 +292,5 @@ def test_a_pending_jobs_estimated_start_and_a_job_cancelled_while_pending_are_no
     )  # fmt: skip
     samples = _collector_over([queue])(0)
     assert samples["slurm_job_wait_seconds_count"] == 0
-    (pending, _) = slurm_output.slurm_jobs(queue, ended=True)
+    (pending, _) = slurm_jobs(queue, ended=True)
     assert pending["start_time"] is None

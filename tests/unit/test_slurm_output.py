@@ -10,12 +10,23 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-
-from driver.role_code import role_filters
+from slurm_readers.accounting import slurm_accounting
+from slurm_readers.commands import (
+    JOB_FIELDS,
+    SEPARATOR_MARK,
+    TEXT_COMMANDS,
+    slurm_command,
+    slurm_command_forms,
+    text_command,
+    text_rows,
+)
+from slurm_readers.hosts import du_sizes, outside_of, slurm_unit_states, slurm_unit_states_command
+from slurm_readers.jobs import _minutes, slurm_history, slurm_jobs, slurm_tres_gpus
+from slurm_readers.nodes import slurm_gres_gpus, slurm_node_hardware, slurm_nodes, slurm_taking_jobs
+from slurm_readers.versions import slurm_version
 
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
 VERSIONS = ["22.05", "24.11"]
-slurm_output = role_filters("slurm_output")
 # What any cluster user may name a job (capture.sh submits the pending job with it): a `|`, a
 # newline and then a line in the old `|` layout, a tab, `%`, quotes; 1,000 characters.
 HOSTILE_NAME = (FIXTURES / "hostile-job-name").read_text()
@@ -45,7 +56,7 @@ def test_the_fixtures_are_what_capture_sh_records(version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_slurmd_C_gives_the_node_line_numbers(version):
-    hardware = slurm_output.slurm_node_hardware(_read(version, "slurmd-C.txt"))
+    hardware = slurm_node_hardware(_read(version, "slurmd-C.txt"))
     assert hardware == {
         "name": ("cb" if version == "22.05" else "ct") + "-w01",
         "cpus": 2,
@@ -59,13 +70,13 @@ def test_slurmd_C_gives_the_node_line_numbers(version):
 
 def test_slurmd_C_garbage_is_an_error_naming_the_output():
     with pytest.raises(ValueError, match="slurmd -C"):
-        slurm_output.slurm_node_hardware("slurmd: error: something\n")
+        slurm_node_hardware("slurmd: error: something\n")
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_draining_node_reads_the_same_from_json_and_text(version):
-    (from_json,) = slurm_output.slurm_nodes(_nodes_json(version))
-    (from_text,) = slurm_output.slurm_nodes(_read(version, "nodes.txt"))
+    (from_json,) = slurm_nodes(_nodes_json(version))
+    (from_text,) = slurm_nodes(_read(version, "nodes.txt"))
     assert from_json["state"] == "draining"
     assert from_json["flags"] == ["drain"]
     assert from_json["reason"] == REASON
@@ -77,16 +88,16 @@ def test_a_draining_node_reads_the_same_from_json_and_text(version):
 
 
 def test_24_11_sinfo_json_groups_nodes_so_nodes_come_from_scontrol():
-    assert slurm_output.slurm_command("nodes", "24.11.5") == ["scontrol", "show", "nodes", "--json"]
-    assert slurm_output.slurm_command("nodes", "22.05.8") == ["sinfo", "--json"]
+    assert slurm_command("nodes", "24.11.5") == ["scontrol", "show", "nodes", "--json"]
+    assert slurm_command("nodes", "22.05.8") == ["sinfo", "--json"]
     assert "nodes" not in json.loads(_read("24.11", "sinfo.json"))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_read_before_the_version_is_known_holds_the_form_the_version_picks(version):
     # status reads slurmctld's version and the node listing in one round trip
-    forms = slurm_output.slurm_command_forms("nodes", "controller_nodes_")
-    picked = slurm_output.slurm_command("nodes", f"{version}.5")
+    forms = slurm_command_forms("nodes", "controller_nodes_")
+    picked = slurm_command("nodes", f"{version}.5")
     assert forms["controller_nodes_" + picked[0]] == picked
     assert len(forms) == 2
 
@@ -96,8 +107,8 @@ def test_the_queue_reads_the_same_from_json_and_text(version, monkeypatch):
     # squeue's text prints local time; the capture's hosts run in UTC.
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
-    from_json = slurm_output.slurm_jobs(_read(version, "squeue.json"))
-    from_text = slurm_output.slurm_jobs(_read(version, "jobs.txt"))
+    from_json = slurm_jobs(_read(version, "squeue.json"))
+    from_text = slurm_jobs(_read(version, "jobs.txt"))
     # squeue --json still lists ended jobs; the readers keep the queue only, like squeue's text.
     assert [(j["job_id"], j["state"]) for j in from_json] == [("5", "RUNNING"), ("6", "PENDING")]
     # The text gives the reason's description, JSON its code.
@@ -126,7 +137,7 @@ def test_the_queue_reads_the_same_from_json_and_text(version, monkeypatch):
     ],
 )
 def test_gpus_of_a_job_come_from_its_tres(tres, gpus):
-    assert slurm_output.slurm_tres_gpus(tres) == gpus
+    assert slurm_tres_gpus(tres) == gpus
 
 
 @pytest.mark.parametrize(
@@ -135,12 +146,12 @@ def test_gpus_of_a_job_come_from_its_tres(tres, gpus):
      ("UNLIMITED", None), ("INVALID", None), ("", None)],
 )  # fmt: skip
 def test_a_time_limit_as_squeue_prints_it_is_read_in_minutes(limit, minutes):
-    assert slurm_output._minutes(limit) == minutes
+    assert _minutes(limit) == minutes
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_accounting_records_jobs_and_steps(version):
-    records = {r["id"]: r for r in slurm_output.slurm_accounting(_read(version, "accounting.txt"))}
+    records = {r["id"]: r for r in slurm_accounting(_read(version, "accounting.txt"))}
     assert records["1.0"]["state"] == "COMPLETED" and records["1.0"]["nodes"] == 1
     assert records["1.0"]["user"] == "labuser"  # the job's user, which sacct prints once
     assert records["4"]["state"] == "FAILED" and records["4"]["exit_code"] == "3:0"
@@ -149,30 +160,25 @@ def test_accounting_records_jobs_and_steps(version):
 
 
 def test_24_11_accounting_reads_the_same_from_json_and_text():
-    from_json = slurm_output.slurm_accounting(_read("24.11", "sacct.json"))
-    from_text = slurm_output.slurm_accounting(_read("24.11", "accounting.txt"))
+    from_json = slurm_accounting(_read("24.11", "sacct.json"))
+    from_text = slurm_accounting(_read("24.11", "accounting.txt"))
     assert from_json == from_text
 
 
 def test_22_05_accounting_uses_text_because_its_json_exit_codes_are_wrong():
-    assert slurm_output.slurm_command("accounting", "22.05.8", job_ids=[4])[:2] == ["sacct", "-n"]
-    assert slurm_output.slurm_command("accounting", "24.11.5", job_ids=[4, 5])[-2:] == ["-j", "4,5"]
-    failed = [
-        r for r in slurm_output.slurm_accounting(_read("22.05", "sacct.json")) if r["id"] == "4"
-    ]
+    assert slurm_command("accounting", "22.05.8", job_ids=[4])[:2] == ["sacct", "-n"]
+    assert slurm_command("accounting", "24.11.5", job_ids=[4, 5])[-2:] == ["-j", "4,5"]
+    failed = [r for r in slurm_accounting(_read("22.05", "sacct.json")) if r["id"] == "4"]
     assert failed[0]["state"] == "FAILED" and failed[0]["exit_code"] == "0:0"  # the defect
 
 
 def test_text_fallbacks_are_what_the_readers_expect():
     for what in ("nodes", "jobs", "accounting"):
-        argv = slurm_output.slurm_command(what, "24.11.5", json=False)
+        argv = slurm_command(what, "24.11.5", json=False)
         separator = _separator(" ".join(argv))
-        assert argv == [
-            arg.replace(slurm_output.SEPARATOR_MARK, separator)
-            for arg in slurm_output.TEXT_COMMANDS[what]
-        ]
+        assert argv == [arg.replace(SEPARATOR_MARK, separator) for arg in TEXT_COMMANDS[what]]
     with pytest.raises(ValueError, match="unknown Slurm query"):
-        slurm_output.slurm_command("licenses", "24.11.5")
+        slurm_command("licenses", "24.11.5")
 
 
 @pytest.mark.parametrize(
@@ -186,13 +192,13 @@ def test_text_fallbacks_are_what_the_readers_expect():
     ],
 )
 def test_gpus_in_a_gres_string(gres, gpus):
-    assert slurm_output.slurm_gres_gpus(gres) == gpus
+    assert slurm_gres_gpus(gres) == gpus
 
 
 def test_a_slurm_error_in_json_is_not_read_as_an_empty_cluster():
     answer = json.dumps({"errors": [{"error": "Unable to contact slurm controller"}], "nodes": []})
     with pytest.raises(ValueError, match="Unable to contact"):
-        slurm_output.slurm_nodes(answer)
+        slurm_nodes(answer)
 
 
 def _separator(text: str) -> str:
@@ -206,20 +212,20 @@ def _answer(rows: list[list[str]], separator: str) -> str:
 
 
 def test_every_text_query_has_a_separator_of_its_own():
-    made = {_separator(" ".join(slurm_output.text_command("jobs"))) for _ in range(50)}
+    made = {_separator(" ".join(text_command("jobs"))) for _ in range(50)}
     assert len(made) == 50
-    for what in slurm_output.TEXT_COMMANDS:
-        argv = slurm_output.text_command(what)
-        assert slurm_output.SEPARATOR_MARK not in " ".join(argv)
+    for what in TEXT_COMMANDS:
+        argv = text_command(what)
+        assert SEPARATOR_MARK not in " ".join(argv)
         assert len(set(re.findall(r"\|[0-9a-f]{24}\|", " ".join(argv)))) == 1, argv
 
 
 def test_a_malformed_text_line_is_an_error():
     with pytest.raises(ValueError, match="sinfo answer, without its separator"):
-        slurm_output.slurm_nodes("w01|idle\n")
-    separator = _separator(" ".join(slurm_output.text_command("nodes")))
+        slurm_nodes("w01|idle\n")
+    separator = _separator(" ".join(text_command("nodes")))
     with pytest.raises(ValueError, match="sinfo answer: 2 fields"):
-        slurm_output.slurm_nodes(f"w01{separator}idle\n")
+        slurm_nodes(f"w01{separator}idle\n")
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -230,8 +236,8 @@ def test_no_job_name_or_reason_changes_what_is_read(version, monkeypatch):
     time.tzset()
     captured = _read(version, "jobs.txt")
     separator = _separator(captured)
-    (running, pending) = slurm_output.slurm_jobs(captured)
-    other = _separator(" ".join(slurm_output.text_command("jobs")))
+    (running, pending) = slurm_jobs(captured)
+    other = _separator(" ".join(text_command("jobs")))
     template = captured.split(separator)
     names = [
         "x\n" + "|".join(["424242", "RUNNING", "bob"] + ["1"] * 11),
@@ -241,35 +247,36 @@ def test_no_job_name_or_reason_changes_what_is_read(version, monkeypatch):
         "",
     ]
     for name in names:
-        rows = [[*record[:-1], name] for record in slurm_output._text_rows(captured, "jobs")]
-        read = slurm_output.slurm_jobs(_answer(rows, separator))
+        rows = [[*record[:-1], name] for record in text_rows(captured, "jobs")]
+        read = slurm_jobs(_answer(rows, separator))
         assert [(j["job_id"], j["user"], j["name"]) for j in read] == [
             (running["job_id"], running["user"], name),
             (pending["job_id"], pending["user"], name),
         ], name
-    assert len(template) == 2 * (len(slurm_output.JOB_FIELDS) - 1) + 1
-    nodes = slurm_output._text_rows(_read(version, "nodes.txt"), "nodes")
+    assert len(template) == 2 * (len(JOB_FIELDS) - 1) + 1
+    nodes = text_rows(_read(version, "nodes.txt"), "nodes")
     nodes = [[*row[:-1], "ok\nw99|idle|2/0/0/2|1|(null)|batch|none"] for row in nodes]
     node_separator = _separator(_read(version, "nodes.txt"))
-    assert [n["name"] for n in slurm_output.slurm_nodes(_answer(nodes, node_separator))] == [
-        nodes[0][0]
-    ]
+    assert [n["name"] for n in slurm_nodes(_answer(nodes, node_separator))] == [nodes[0][0]]
 
 
 def test_the_readers_need_only_the_standard_library(tmp_path: Path):
-    source = (ROOT / "roles/slurm_common/filter_plugins/slurm_output.py").read_text()
+    readers = sorted((ROOT / "roles/slurm_common/files/slurm_readers").glob("*.py"))
+    assert {r.stem for r in readers} >= {"versions", "commands", "nodes", "jobs", "accounting"}
     imports = {
         line.split()[1].split(".")[0]
-        for line in source.splitlines()
+        for reader in readers
+        for line in reader.read_text().splitlines()
         if line.startswith(("import ", "from "))
     }
-    assert imports <= {"__future__", "json", "re", "secrets", "time", "typing"}
+    # "": the package's own modules (relative imports)
+    assert imports <= {"", "__future__", "json", "re", "secrets", "time", "typing"}
 
 
 def test_a_narrowed_nodes_query_is_the_text_form_in_every_version():
     """22.05's `sinfo --json -n w1` lists every node (seen in the lab): narrowing is text."""
     for version in ("22.05.8", "24.11.5"):
-        assert slurm_output.slurm_command("nodes", version, nodes=["w1", "w2"])[:3] == [
+        assert slurm_command("nodes", version, nodes=["w1", "w2"])[:3] == [
             "sinfo",
             "-n",
             "w1,w2",
@@ -277,9 +284,9 @@ def test_a_narrowed_nodes_query_is_the_text_form_in_every_version():
 
 
 def test_a_jobs_query_on_nodes_is_the_text_form_narrowed_by_w():
-    argv = slurm_output.slurm_command("jobs", "24.11.5", nodes=["w1"])
+    argv = slurm_command("jobs", "24.11.5", nodes=["w1"])
     assert argv[:3] == ["squeue", "-w", "w1"] and "--json" not in argv
-    assert slurm_output.slurm_command("jobs", "24.11.5") == ["squeue", "--json"]
+    assert slurm_command("jobs", "24.11.5") == ["squeue", "--json"]
 
 
 def test_unit_states_name_what_is_not_installed():
@@ -294,14 +301,14 @@ def test_unit_states_name_what_is_not_installed():
         ]
     )
     units = ["munge", "slurmd", "slurmdbd", "slurmctld"]
-    assert slurm_output.slurm_unit_states_command(units)[-4:] == [f"{u}.service" for u in units]
-    assert slurm_output.slurm_unit_states(shown + "\n", units) == {
+    assert slurm_unit_states_command(units)[-4:] == [f"{u}.service" for u in units]
+    assert slurm_unit_states(shown + "\n", units) == {
         "munge": "running",
         "slurmd": "stopped",
         "slurmdbd": "failed",
         "slurmctld": "absent",
     }
-    assert slurm_output.slurm_unit_states("", ["munge"]) == {"munge": "absent"}
+    assert slurm_unit_states("", ["munge"]) == {"munge": "absent"}
 
 
 def test_taking_jobs_leaves_out_drained_and_silent_nodes():
@@ -315,8 +322,8 @@ def test_taking_jobs_leaves_out_drained_and_silent_nodes():
             ("e", "down", "down", []),
         ]
     ]
-    assert slurm_output.slurm_taking_jobs(nodes) == ["a", "d"]
-    assert slurm_output.slurm_taking_jobs(nodes, drain_ok=True) == ["a", "b", "d"]
+    assert slurm_taking_jobs(nodes) == ["a", "d"]
+    assert slurm_taking_jobs(nodes, drain_ok=True) == ["a", "b", "d"]
 
 
 @pytest.mark.parametrize(
@@ -330,8 +337,8 @@ def test_taking_jobs_leaves_out_drained_and_silent_nodes():
     ],
 )
 def test_sinfo_state_words(word, base, flags, state):
-    separator = _separator(" ".join(slurm_output.text_command("nodes")))
-    (node,) = slurm_output.slurm_nodes(
+    separator = _separator(" ".join(text_command("nodes")))
+    (node,) = slurm_nodes(
         separator.join(["w1", word, "0/2/0/2", "1000", "(null)", "batch*", "none"]) + "\n"
     )
     assert (node["base_state"], node["flags"], node["state"]) == (base, flags, state)
@@ -339,7 +346,7 @@ def test_sinfo_state_words(word, base, flags, state):
 
 def test_du_sizes_keep_paths_with_tabs_and_spaces():
     output = "4096\t/etc/slurm\n123456\t/home/alice smith\n"
-    assert slurm_output.du_sizes(output) == [
+    assert du_sizes(output) == [
         {"path": "/etc/slurm", "bytes": 4096},
         {"path": "/home/alice smith", "bytes": 123456},
     ]
@@ -348,8 +355,8 @@ def test_du_sizes_keep_paths_with_tabs_and_spaces():
 def test_a_path_inside_one_measured_already_is_not_measured_again():
     measured = [{"path": "/var/lib/prometheus", "bytes": 10}, {"path": "/etc/ood/", "bytes": 1}]
     paths = ["/var/lib/prometheus/node-exporter", "/var/lib/prometheus-x", "/etc/ood", "/etc/x"]
-    assert slurm_output.outside_of(paths, measured) == ["/var/lib/prometheus-x", "/etc/x"]
-    assert slurm_output.outside_of(paths, []) == paths
+    assert outside_of(paths, measured) == ["/var/lib/prometheus-x", "/etc/x"]
+    assert outside_of(paths, []) == paths
 
 
 @pytest.mark.parametrize(
@@ -357,7 +364,7 @@ def test_a_path_inside_one_measured_already_is_not_measured_again():
     [("slurm-wlm 22.05.8", "22.05.8"), ("slurm 24.11.5", "24.11.5"), ("slurm 23.02", "23.02")],
 )
 def test_versions_read_as_slurm_prints_them(output, version):
-    assert slurm_output.slurm_version(output) == version
+    assert slurm_version(output) == version
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -365,8 +372,8 @@ def test_history_reads_the_jobs_sacct_recorded_as_the_queue_reads_them(version, 
     """sacct -X (the Jobs tab's completed and failed views) in the records slurm_jobs gives."""
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
-    read = slurm_output.slurm_history(_read(version, "history.txt"))
-    queue = {j["name"]: j for j in slurm_output.slurm_jobs(_read(version, "jobs.txt"))}
+    read = slurm_history(_read(version, "history.txt"))
+    queue = {j["name"]: j for j in slurm_jobs(_read(version, "jobs.txt"))}
     history = {j["job_id"]: j for j in read}
     assert "424242" not in history and len(history) == len(read)  # nothing forged
     by_name = {j["name"]: j for j in read}

@@ -14,13 +14,14 @@ import jsonschema
 import pytest
 import yaml
 from conftest import MANIFESTS, ROOT, SLURM_SEPARATOR, slurm_text
+from slurm_readers.commands import text_rows
+from slurm_readers.nodes import slurm_node_hardware
 
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
-for folder in ("roles/slurm_common/filter_plugins", "roles/slurm_controller/files"):
+for folder in ("roles/slurm_common/files", "roles/slurm_controller/files"):
     if str(ROOT / folder) not in sys.path:
         sys.path.insert(0, str(ROOT / folder))
 task = importlib.import_module("slurm_app_task")
-slurm_output = importlib.import_module("slurm_output")
 
 MANIFEST = yaml.safe_load((MANIFESTS / "slurm-reference" / "manifest.yaml").read_text())
 TASKS = {t["name"]: t for t in MANIFEST["versions"][-1]["tasks"]}
@@ -34,7 +35,7 @@ ALICE, BOB, ADMIN = (
 
 def job_rows(answer: str) -> list[list[str]]:
     """The records of a captured squeue text answer."""
-    return slurm_output._text_rows(answer, "jobs")
+    return text_rows(answer, "jobs")
 
 
 def jobs_answer(rows: list[list[str]], captured: str) -> str:
@@ -154,7 +155,7 @@ def test_the_nodes_answer_reads_gpus_and_memory_in_use(host, tmp_path):
     assert (node["cpus_total"], node["cpus_alloc"]) == (2, 2)
     assert (node["gpus_total"], node["gpus_alloc"]) == (1, 1)
     hardware = (FIXTURES / host.version[:5] / "slurmd-C.txt").read_text()
-    memory = slurm_output.slurm_node_hardware(hardware)["real_memory"]
+    memory = slurm_node_hardware(hardware)["real_memory"]
     assert node["memory_total_mb"] == memory and node["partitions"] == ["batch"]
     assert node["reason"] == "capture: draining | with a bar\nb22-w01|idle|2/0/0/2"
 

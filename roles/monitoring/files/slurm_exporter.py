@@ -3,7 +3,7 @@
 
 Why it exists: Debian packages no Slurm exporter, and the public ones parse Slurm's text
 output or one openapi version's JSON, so they break when Slurm changes either. This one reads
-Slurm with the bundle's own readers (slurm_output.py, installed beside this file): the readers
+Slurm with the bundle's own readers (slurm_readers/, installed beside this file): the readers
 the roles and the driver use, tested against output captured from real 22.05 and 24.11
 daemons. Nodes come from `--json` where the version answers it right (the text forms carry no
 GPU use); jobs from squeue's text form, which lists the same records in every version at a
@@ -34,9 +34,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import slurm_output
 from prometheus_client import REGISTRY, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from slurm_readers.commands import slurm_command
+from slurm_readers.jobs import slurm_jobs
+from slurm_readers.nodes import slurm_node_usage, slurm_nodes
+from slurm_readers.versions import slurm_version
 
 Runner = Callable[[list], str]
 
@@ -134,18 +137,16 @@ class SlurmCollector:
     def _read(self, now: float) -> Snapshot:
         started = time.perf_counter()
         try:
-            nodes_output = self.run(slurm_output.slurm_command("nodes", self.version))
+            nodes_output = self.run(slurm_command("nodes", self.version))
             # Jobs in squeue's text form: 24.11's JSON carries ~5 KB per job, and parsing it
             # took 0.9 s of every collection at 10,000 jobs (bench/README.md); the text form
             # reads the same records in every version.
-            jobs_output = self.run(
-                slurm_output.slurm_command("jobs", self.version, json=False, ended=True)
-            )
+            jobs_output = self.run(slurm_command("jobs", self.version, json=False, ended=True))
             if nodes_output.lstrip().startswith("{"):
-                nodes = slurm_output.slurm_node_usage(nodes_output)
+                nodes = slurm_node_usage(nodes_output)
             else:  # a build without the JSON serializer: no GPU use in the text forms
-                nodes = [{**n, "alloc_gpus": None} for n in slurm_output.slurm_nodes(nodes_output)]
-            jobs = slurm_output.slurm_jobs(jobs_output, ended=True)
+                nodes = [{**n, "alloc_gpus": None} for n in slurm_nodes(nodes_output)]
+            jobs = slurm_jobs(jobs_output, ended=True)
         except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError) as error:
             # A failed collection is a sample (slurm_up 0, the failures counted), never a
             # failed scrape: the exporter's own series and the last cause stay readable.
@@ -289,7 +290,7 @@ def main(argv: list | None = None) -> None:
         "--top", type=int, default=20, help="users and accounts with their own series"
     )
     args = parser.parse_args(argv)
-    version = slurm_output.slurm_version(run_command(["sinfo", "-V"]))
+    version = slurm_version(run_command(["sinfo", "-V"]))
     REGISTRY.register(SlurmCollector(version, cache_seconds=args.cache_seconds, top=args.top))
     start_http_server(args.port, addr=args.address)
     while True:

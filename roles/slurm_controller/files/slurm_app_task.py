@@ -5,7 +5,7 @@ Nodes tabs (app.slurm.query: queue, nodes; app.slurm.submit: submit, cancel).
 One JSON task on stdin, one JSON answer on stdout, the exit code by outcome (EXIT_CODES). The
 input is checked against the task's JSON Schema, the one the app's manifest publishes
 (installed beside this file by slurm_controller), before anything runs; Slurm is read with the
-bundle's own readers (slurm_output.py, beside this file). submit and cancel run as the cluster
+bundle's own readers (slurm_readers/, beside this file). submit and cancel run as the cluster
 user who asked, never as root, and each writes one JSON line to the audit log, which the answer
 carries too. Every failure is an answer with a code, never a traceback.
 
@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import slurm_output
+from slurm_readers.commands import slurm_command
+from slurm_readers.jobs import slurm_history, slurm_jobs
+from slurm_readers.nodes import slurm_node_usage, slurm_nodes
 
 CONFIG = Path("/etc/slurm-app/tasks.json")
 SCHEMAS = Path(__file__).resolve().with_name("task-schemas.json")
@@ -138,14 +140,14 @@ def task_queue(config: dict[str, Any], request: dict[str, Any]) -> dict[str, Any
     wanted = request["input"].get("state")
     owner = request["input"].get("user")
     now = int(time.time())
-    jobs = slurm_output.slurm_jobs(
-        slurm(slurm_output.slurm_command("jobs", config["version"], json=False, ended=True)),
+    jobs = slurm_jobs(
+        slurm(slurm_command("jobs", config["version"], json=False, ended=True)),
         ended=True,
     )
     from_history = wanted in ("completed", "failed") and config["accounting"]
     if from_history:
-        argv = slurm_output.slurm_command("history", config["version"], since_days=HISTORY_DAYS)
-        jobs = slurm_output.slurm_history(slurm(argv))
+        argv = slurm_command("history", config["version"], since_days=HISTORY_DAYS)
+        jobs = slurm_history(slurm(argv))
     if wanted:
         jobs = [j for j in jobs if j["state"] in STATE_FILTERS[wanted]]
     if owner:
@@ -159,14 +161,11 @@ def task_queue(config: dict[str, Any], request: dict[str, Any]) -> dict[str, Any
 
 
 def task_nodes(config: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-    answer = slurm(slurm_output.slurm_command("nodes", config["version"]))
+    answer = slurm(slurm_command("nodes", config["version"]))
     if answer.lstrip().startswith("{"):
-        nodes = slurm_output.slurm_node_usage(answer)
+        nodes = slurm_node_usage(answer)
     else:  # a build without the JSON serializer: no GPU or memory use in the text form
-        nodes = [
-            {**n, "alloc_gpus": None, "alloc_memory": None}
-            for n in slurm_output.slurm_nodes(answer)
-        ]
+        nodes = [{**n, "alloc_gpus": None, "alloc_memory": None} for n in slurm_nodes(answer)]
     return {
         "nodes": [
             {
@@ -231,9 +230,9 @@ def task_submit(config: dict[str, Any], request: dict[str, Any]) -> dict[str, An
 def task_cancel(config: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     user = cluster_user(config, request.get("user"))
     job_id = int(request["input"]["job_id"])  # JSON Schema's integer admits 5.0
-    argv = slurm_output.slurm_command("jobs", config["version"], json=False, ended=True)
+    argv = slurm_command("jobs", config["version"], json=False, ended=True)
     try:
-        listed = slurm_output.slurm_jobs(slurm([*argv, "-j", str(job_id)]), ended=True)
+        listed = slurm_jobs(slurm([*argv, "-j", str(job_id)]), ended=True)
     except TaskError as error:
         if "Invalid job id" not in error.message:
             raise

@@ -1,0 +1,199 @@
+"""What the bundle asks Slurm: each query's JSON form where the version has a right one,
+else its text form with a separator of its own, and how a text answer splits into records."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+from .versions import slurm_version_tuple
+
+# Jobs use squeue's -O form: only it has the TRES a job holds (its GPUs, whether asked per node,
+# per job or per task); each field but the last ends with the separator (a suffix: -O's
+# `field:suffix`) and is printed whole.
+JOB_FIELDS = (
+    "JobID",
+    "State",
+    "UserName",
+    "Account",
+    "Partition",
+    "NumNodes",
+    "NumCPUs",
+    "tres-alloc",
+    "SubmitTime",
+    "StartTime",
+    "TimeLimit",
+    "NodeList",
+    "Reason",
+    "Name",
+)
+
+
+HISTORY_FIELDS = (
+    "JobID",
+    "State",
+    "User",
+    "Account",
+    "Partition",
+    "NNodes",
+    "NodeList",
+    "AllocTRES",
+    "Submit",
+    "Start",
+    "Elapsed",
+    "Timelimit",
+    "JobName",
+)
+
+
+NODE_FIELDS = ("%N", "%T", "%C", "%m", "%G", "%P", "%E")
+
+
+ACCOUNTING_FIELDS = ("JobID", "State", "User", "NNodes", "NodeList", "ExitCode")
+
+
+# What stands between two fields of a text answer; SEPARATOR_MARK in a format is replaced by a
+# new one per call (text_command).
+SEPARATOR_MARK = "{separator}"
+_SEPARATOR = re.compile(r"\|[0-9a-f]{24}\|")
+
+
+TEXT_COMMANDS: dict[str, list[str]] = {
+    "nodes": ["sinfo", "-h", "-N", "-o", SEPARATOR_MARK.join(NODE_FIELDS)],
+    "jobs": [
+        "squeue",
+        "-h",
+        "-a",
+        "-O",
+        ",".join([f"{field}:{SEPARATOR_MARK}" for field in JOB_FIELDS[:-1]] + ["Name:"]),
+    ],
+    # The jobs that left the queue, one row each (-X: no steps), for the Jobs tab's completed
+    # and failed views; slurm_command adds the window's start.
+    "history": [
+        "sacct",
+        "-n",
+        "-P",
+        f"--delimiter={SEPARATOR_MARK}",
+        "-X",
+        "-a",
+        "-o",
+        ",".join(HISTORY_FIELDS),
+    ],
+    "accounting": [
+        "sacct",
+        "-n",
+        "-P",
+        f"--delimiter={SEPARATOR_MARK}",
+        "-a",
+        "-o",
+        ",".join(ACCOUNTING_FIELDS),
+    ],
+}
+
+
+_TEXT_FIELDS = {
+    "nodes": len(NODE_FIELDS),
+    "jobs": len(JOB_FIELDS),
+    "accounting": len(ACCOUNTING_FIELDS),
+    "history": len(HISTORY_FIELDS),
+}
+
+
+# Each query's JSON form, from the first version where it is right. 22.05's `sacct --json`
+# reports exit code 0 for a job that exited 3 (openapi dbv0.0.38), so accounting uses the text
+# form there; 22.05's `scontrol` has no --json at all (nodes come from its `sinfo --json`).
+JSON_SINCE = {"nodes": (21, 8), "jobs": (21, 8), "accounting": (23, 2)}
+
+
+SCONTROL_JSON_SINCE = (23, 2)
+
+
+def slurm_command_forms(what: str, prefix: str = "") -> dict[str, list[str]]:
+    """Every JSON form of `what` across the Slurm versions the bundle reads, keyed by `prefix`
+    and the command's name: a read that cannot ask for the version first runs them all in the
+    same round trip, then keeps the one named by `(what | slurm_command(version))[0]`."""
+    forms = (
+        slurm_command(what, ".".join(map(str, since)))
+        for since in (JSON_SINCE[what], SCONTROL_JSON_SINCE)
+    )
+    return {prefix + argv[0]: argv for argv in forms}
+
+
+def slurm_command(
+    what: str,
+    version: str = "",
+    json: bool = True,
+    job_ids: list[Any] | None = None,
+    nodes: list[str] | None = None,
+    ended: bool = False,
+    since_days: int = 7,
+) -> list[str]:
+    """The argv that asks this Slurm version about `what` (nodes, jobs, accounting): its JSON
+    form where the version has a right one and `json` is true, else the text form (which any
+    version reads alike: the version may then be empty). `nodes` narrows a nodes or jobs
+    query; a narrowed query is always the text form (22.05's `sinfo --json` ignores `-n`,
+    the text forms filter alike in every version). `job_ids` narrows an accounting query.
+    `ended` makes the text jobs query list the jobs that ended but slurmctld still holds, as
+    `squeue --json` always does. `history` (text in every version) covers `since_days`."""
+    if what not in TEXT_COMMANDS:
+        raise ValueError(f"unknown Slurm query {what!r}; expected one of {sorted(TEXT_COMMANDS)}")
+    node_list = ",".join(nodes or [])
+    if node_list:
+        json = False
+    if json and what in JSON_SINCE and slurm_version_tuple(version) >= JSON_SINCE[what]:
+        if what == "nodes" and slurm_version_tuple(version) >= SCONTROL_JSON_SINCE:
+            argv = ["scontrol", "show", "nodes", "--json"]
+        elif what == "nodes":
+            argv = ["sinfo", "--json"]
+        elif what == "jobs":
+            argv = ["squeue", "--json"]
+        else:
+            argv = ["sacct", "--json", "-a"]
+    else:
+        argv = text_command(what)
+        if node_list:
+            argv[1:1] = ["-n" if what == "nodes" else "-w", node_list]
+        if what == "jobs" and ended:
+            argv[1:1] = ["-t", "all"]
+    if what == "history":
+        argv += ["-S", f"now-{int(since_days)}days"]
+    if what == "accounting" and job_ids:
+        # With -j sacct searches from the epoch, not from today's midnight.
+        argv += ["-j", ",".join(str(job_id) for job_id in job_ids)]
+    return argv
+
+
+def text_command(what: str) -> list[str]:
+    """The text form of `what` with a separator of its own: a new random one at each call."""
+    separator = f"|{secrets.token_hex(12)}|"
+    return [arg.replace(SEPARATOR_MARK, separator) for arg in TEXT_COMMANDS[what]]
+
+
+def text_rows(output: str, what: str) -> list[list[str]]:
+    """The records of a text answer (text_command's), each `width` fields. The separator is the
+    first one in the answer: it follows the first record's first field, which Slurm makes. Two
+    records meet at the last newline between the separators around them: only a first field
+    (a job id, a node name) never holds one."""
+    width = _TEXT_FIELDS[what]
+    command = TEXT_COMMANDS[what][0]
+    if not output.strip():
+        return []
+    found = _SEPARATOR.search(output)
+    if found is None:
+        raise ValueError(f"unexpected {command} answer, without its separator: {output[:200]!r}")
+    body = output[:-1] if output.endswith("\n") else output
+    parts = body.split(found.group())
+    if (len(parts) - 1) % (width - 1):
+        raise ValueError(f"unexpected {command} answer: {len(parts)} fields in {output[:200]!r}")
+    rows = []
+    first = parts[0].strip()
+    for start in range(1, len(parts), width - 1):
+        fields = [first, *parts[start : start + width - 1]]
+        if start + width - 1 < len(parts):
+            last, newline, first = fields[-1].rpartition("\n")
+            if not newline or not first.strip():
+                raise ValueError(f"unexpected {command} answer: no record after {fields[0]!r}")
+            fields[-1], first = last, first.strip()
+        rows.append(fields)
+    return rows
