@@ -22,14 +22,11 @@ from driver.inventory import inventory_yaml
 from driver.lint import UsageError, lint_paths, resolve_manifests
 from driver.models.request import OperationRequest
 from driver.request_check import RequestCheck, check_request
+from driver.runner.locks import InstanceBusy, instance_lock
+from driver.runner.outcome import untouched
+from driver.runner.plan import RunPlan
 from driver.runner.progress import TextProgress
-from driver.runner.run import (
-    InstanceBusy,
-    RunPlan,
-    instance_lock,
-    run_playbook,
-    untouched,
-)
+from driver.runner.run import run_playbook
 from driver.schema_check import shipped_schema
 from driver.schemagen import SHIPPED, render
 from driver.site import load_site

@@ -66,7 +66,7 @@ class ErrorInfo(BaseModel):
     message: str
     host: str | None = None
     # A refusal a playbook reported on purpose: its code and its message less the marker. Set
-    # only from a fail or assert task whose msg starts with "[code]" (runner.run's collector),
+    # only from a fail or assert task whose msg starts with "[code]" (driver.runner.collector),
     # never read out of other output; the result shows code and message alone.
     _refusal: tuple[str, str] | None = PrivateAttr(default=None)
 

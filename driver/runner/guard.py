@@ -8,7 +8,7 @@ instance lock. The guard is the playbook's parent; it adopts every orphan of the
 subreaper), is told by the kernel when the driver dies (parent-death signal), and on SIGTERM
 ends the whole tree before it exits. It holds TREE_LOCK (flock) until then: the instance lock
 dies with a SIGKILLed driver at once, so the next run of the instance also waits for this one
-(driver.runner.run.instance_lock) rather than start while the old tree is still ending.
+(driver.runner.locks.instance_lock) rather than start while the old tree is still ending.
 """
 
 import contextlib

@@ -30,7 +30,7 @@ from driver.catalog import credentials_root
 from driver.lab import lab
 from driver.lab.engine import docker_client
 from driver.lab.hosts import LABEL
-from driver.runner.run import instance_lock
+from driver.runner.locks import instance_lock
 
 pytestmark = pytest.mark.containers
 

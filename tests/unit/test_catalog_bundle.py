@@ -17,7 +17,7 @@ from driver.documents import load_json
 from driver.models.manifest import CatalogEntry
 from driver.request_check import check_request
 from driver.role_code import role_filters
-from driver.runner.run import RunPlan
+from driver.runner.plan import RunPlan
 
 ENTRIES = [
     CatalogEntry.model_validate(yaml.safe_load(path.read_text()))

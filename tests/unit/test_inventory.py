@@ -14,7 +14,7 @@ from driver.documents import load_json
 from driver.inventory import apply_defaults, inventory_yaml
 from driver.models.request import OperationRequest
 from driver.request_check import check_request
-from driver.runner.run import RunPlan
+from driver.runner.plan import RunPlan
 
 
 def _inventory(name: str, mutate=None):

@@ -11,7 +11,9 @@ from driver.documents import load_json
 from driver.events import ErrorInfo, Health, HostStats, InstanceStatus, Result
 from driver.models.request import OperationRequest
 from driver.request_check import check_request
-from driver.runner.run import RunPlan, _Collector, _members
+from driver.runner.collector import Collector
+from driver.runner.outcome import member_statuses
+from driver.runner.plan import RunPlan
 
 
 def _plan(name: str) -> RunPlan:
@@ -26,7 +28,7 @@ def _failure(host: str, code: str, message: str, action: str = "ansible.builtin.
     if code != "host_failed":
         return ErrorInfo(code=code, message=message, host=host)
     task, _, msg = message.partition(": ")
-    collector = _Collector(lambda *args, **kwargs: None, None)
+    collector = Collector(lambda *args, **kwargs: None, None)
     collector({"event": "playbook_on_task_start", "event_data": {"task": task}})
     result = {"msg": msg, "stderr": stderr}
     data = {"host": host, "task_action": action, "res": result}
@@ -54,7 +56,7 @@ def _outcome(
         "slurm_app_workers": {host: {"node": host} for host in joined},
         "slurm_app_not_reached": not_reached or {},
     }
-    _members(plan, result, bool(failed_hosts), reported)
+    member_statuses(plan, result, bool(failed_hosts), reported)
     return result
 
 

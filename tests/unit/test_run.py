@@ -13,7 +13,7 @@ import psutil
 import pytest
 from conftest import ROOT, example
 
-from driver.runner.run import instance_lock
+from driver.runner.locks import instance_lock
 
 
 def _request(tmp_path: Path) -> Path:

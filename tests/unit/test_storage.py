@@ -14,7 +14,7 @@ from driver.apps.slurm.access import access_bundle
 from driver.documents import load_json
 from driver.request_check import check_request
 from driver.role_code import role_filters
-from driver.runner.run import RunPlan
+from driver.runner.plan import RunPlan
 
 
 def _plan_of(request: dict) -> RunPlan:
