@@ -5,7 +5,7 @@ import json
 import pytest
 from jsonschema import Draft202012Validator
 
-from driver.lint import subschemas
+from driver.lint.schemas import subschemas
 from driver.schema_check import compile_pattern, validator_for
 from driver.schemagen import SCHEMA_DIR, SHIPPED, generate, render
 
