@@ -42,7 +42,7 @@ from bench.member_operations import (
     slowest_tasks,
     worker_packages,
 )
-from driver.lab.lab import lab_dir
+from driver.lab.spec import lab_dir
 
 LAB = "bulk"
 

@@ -35,7 +35,8 @@ import yaml
 
 from bench import markdown
 from driver.lab.distros import distro
-from driver.lab.lab import controller_container, host_container, key_dir, lab_dir
+from driver.lab.lab import controller_container, host_container
+from driver.lab.spec import key_dir, lab_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = Path(sys.executable).parent / "slurm-app-driver"

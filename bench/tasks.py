@@ -100,13 +100,13 @@ def on_host(nodes: int, jobs: int, repeat: int) -> None:
 
 
 def through_driver(lab: str, repeat: int) -> None:
-    from driver.lab import lab as lab_module
+    from driver.lab import requests as lab_requests
 
     binary = Path(sys.executable).parent / "slurm-app-driver"
     through = "task through `slurm-app-driver task` (lab)"
     print(markdown.header([through, "median s", "min s"], text={through}))
     for name, given in (("queue", {}), ("nodes", {})):
-        request = lab_module.task_request(lab, name, None, given)
+        request = lab_requests.task_request(lab, name, None, given)
         times = []
         for _ in range(repeat):
             started = time.perf_counter()

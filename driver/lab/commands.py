@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from driver.cli import Exit, _load_checked, _usage, cmd_task, execute
+from driver.lab import requests as lab_requests
+from driver.lab import spec as lab_spec
 from driver.lab.distros import DEFAULT_DISTRO, DISTROS
 from driver.lab.errors import LabError
 
@@ -55,7 +57,7 @@ def lab_up(args: argparse.Namespace) -> int:
     if isinstance(lab, int):
         return lab
     console, failed = _out(), Console(file=sys.stderr)
-    spec = lab.LabSpec(
+    spec = lab_spec.LabSpec(
         name=args.name,
         workers=args.workers,
         distro=args.distro,
@@ -85,7 +87,9 @@ def lab_up(args: argparse.Namespace) -> int:
         )
         return code
     try:
-        console.print(f"test job across every node, as {lab.LAB_USER['name']}:", highlight=False)
+        console.print(
+            f"test job across every node, as {lab_spec.LAB_USER['name']}:", highlight=False
+        )
         console.print(lab.test_job(args.name), highlight=False, markup=False, end="")
     except LabError as exc:
         return _failed(exc)
@@ -131,7 +135,7 @@ def lab_task(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _usage(f"--input: not JSON ({exc})", "human")
     try:
-        request = lab.task_request(args.name, args.task, args.user, given)
+        request = lab_requests.task_request(args.name, args.task, args.user, given)
     except LabError as exc:
         return _failed(exc)
     return cmd_task(argparse.Namespace(request=str(request)))
@@ -143,7 +147,7 @@ def lab_op(args: argparse.Namespace) -> int:
         return lab
     options = dict(_option(text) for text in args.option)
     try:
-        request = lab.operation_request(
+        request = lab_requests.operation_request(
             args.name, args.operation, args.target, options, args.replacement
         )
     except LabError as exc:
@@ -155,7 +159,7 @@ def lab_op(args: argparse.Namespace) -> int:
     stem = request.with_suffix("")
     code = execute(loaded, args.format, f"{stem}-result.json", f"{stem}-events.jsonl")
     try:
-        lab.record_members(args.name, Path(f"{stem}-result.json"))
+        lab_requests.record_members(args.name, Path(f"{stem}-result.json"))
     except LabError as exc:
         return _failed(exc)
     return code

@@ -16,6 +16,8 @@ from conftest import ROOT, VENV, console_script
 
 from driver.catalog import credentials_root
 from driver.lab import lab
+from driver.lab import requests as lab_requests
+from driver.lab import spec as lab_spec
 from driver.lab.hosts import network_name
 
 
@@ -79,11 +81,11 @@ def lab_operation(
 ) -> tuple[int, dict]:
     """A member operation on a deployed lab through the driver; the lab then knows the
     members as the result left them, as the platform would."""
-    request = lab.operation_request(lab_name, kind, target, options, replacement)
+    request = lab_requests.operation_request(lab_name, kind, target, options, replacement)
     code, result = run_request(request, env)
     result_file = request.with_name(f"{kind}-result.json")
     result_file.write_text(json.dumps(result))
-    lab.record_members(lab_name, result_file)
+    lab_requests.record_members(lab_name, result_file)
     return code, result
 
 
@@ -269,7 +271,7 @@ def lab_task(
 ) -> tuple[int, dict]:
     """One of the app's typed tasks on the lab's controller through `slurm-app-driver task`
     (by its full path, the platform's environment): (exit code, the task's answer)."""
-    request = lab.task_request(lab_name, task, user, given)
+    request = lab_requests.task_request(lab_name, task, user, given)
     ran = console_script("task", str(request), env=env, timeout=180)
     assert ran.stdout.strip(), ran.stderr
     return ran.returncode, json.loads(ran.stdout)
@@ -294,7 +296,7 @@ def check_typed_tasks(
     job then in the failed view from accounting, and an audit line for each submit and
     cancel."""
     ctl = f"{lab_name}-ctl"
-    user = lab.LAB_USER["name"]
+    user = lab_spec.LAB_USER["name"]
 
     code, nodes = lab_task(lab_name, env, "nodes")
     assert code == 0, nodes
@@ -382,7 +384,7 @@ def check_a_hostile_job_name_is_read_as_a_name(lab_name: str, env: dict[str, str
     Slurm exporter answers with its series, and remove_worker and drain_worker of the node
     answer as for a plain name (busy, timed out) naming the job."""
     ctl = f"{lab_name}-ctl"
-    user = lab.LAB_USER["name"]
+    user = lab_spec.LAB_USER["name"]
     upload(lab_name, ctl, {"hostile-job-name": HOSTILE_JOB_NAME}, "/opt/slurm-app-e2e-names")
     job = on_host(
         lab_name,
@@ -446,10 +448,10 @@ def plant_links_on_the_mount(lab_name: str, env: dict[str, str]) -> str:
     path, nothing changed, the link's target as it was. The second link stays for the
     operations that follow; returns what its target looked like."""
     ctl = f"{lab_name}-ctl"
-    user, mount = lab.LAB_USER["name"], lab.LAB_MOUNT
+    user, mount = lab_spec.LAB_USER["name"], lab_spec.LAB_MOUNT
     on_host(lab_name, ctl, f"chmod 1777 {mount}")
     before = on_host(lab_name, ctl, LINK_TARGET_STATE)
-    deploy = lab.lab_dir(lab_name) / "deploy.json"
+    deploy = lab_spec.lab_dir(lab_name) / "deploy.json"
     sent = deploy.read_text()
     request = json.loads(sent)
     request["instance"]["config"].setdefault("storage", {})["holds"] = "job_directories"
@@ -459,7 +461,7 @@ def plant_links_on_the_mount(lab_name: str, env: dict[str, str]) -> str:
             (f"ln -s {LINK_TARGET} {mount}/jobs", f"{mount}/jobs is a symbolic link"),
             (
                 f"rm {mount}/jobs && mkdir {mount}/jobs && ln -s {LINK_TARGET} {mount}/jobs/{user}",
-                f"{mount}/jobs belongs to uid {lab.LAB_USER['uid']}, not to uid 0",
+                f"{mount}/jobs belongs to uid {lab_spec.LAB_USER['uid']}, not to uid 0",
             ),
         ):
             on_host(lab_name, ctl, f"runuser -u {user} -- sh -c '{plant}'")
@@ -476,7 +478,7 @@ def remove_planted_links(lab_name: str, before: str) -> None:
     """The link's target still as it was; the links and their folder gone."""
     ctl = f"{lab_name}-ctl"
     assert on_host(lab_name, ctl, LINK_TARGET_STATE) == before
-    on_host(lab_name, ctl, f"rm -rf {lab.LAB_MOUNT}/jobs")
+    on_host(lab_name, ctl, f"rm -rf {lab_spec.LAB_MOUNT}/jobs")
 
 
 def check_homes_are_their_users_alone(

@@ -11,9 +11,10 @@ import pytest
 from lab_tools import check_typed_tasks, name_the_gpus, on_host, platform_env, run_request
 
 from driver.lab import lab
+from driver.lab import spec as lab_spec
 
 pytestmark = pytest.mark.containers
-SPEC = lab.LabSpec(name="cfg", workers=1, distro="trixie", placement="same_node", gpus=2)
+SPEC = lab_spec.LabSpec(name="cfg", workers=1, distro="trixie", placement="same_node", gpus=2)
 
 
 def _on_controller(command: str) -> str:

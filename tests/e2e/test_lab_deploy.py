@@ -28,6 +28,8 @@ from lab_tools import (
 
 from driver.catalog import credentials_root
 from driver.lab import lab
+from driver.lab import requests as lab_requests
+from driver.lab import spec as lab_spec
 from driver.lab.engine import docker_client
 from driver.lab.hosts import LABEL
 from driver.runner.locks import instance_lock
@@ -42,7 +44,7 @@ CONTEXT_FIELDS = (
     "app_instance_id",
     "operation_id",
 )
-SPEC = lab.LabSpec(name="e2e", workers=2, distro="trixie", placement="separate")
+SPEC = lab_spec.LabSpec(name="e2e", workers=2, distro="trixie", placement="separate")
 
 
 # The platform's own secret in the driver's environment: it must reach no host, file or output.
@@ -90,7 +92,7 @@ def _with_alerting(request: Path, sink: WebhookSink) -> None:
     """The platform's alert webhook (its token as a secret file in the instance's credentials
     folder), short notification intervals and a 10 s scrape interval so that an alert fires
     and resolves within a test."""
-    secrets = lab.key_dir(SPEC.name) / "secrets"
+    secrets = lab_spec.key_dir(SPEC.name) / "secrets"
     secrets.mkdir(parents=True, exist_ok=True, mode=0o700)
     (secrets / "alert-webhook-token").touch(mode=0o600)
     (secrets / "alert-webhook-token").write_text(WEBHOOK_TOKEN)
@@ -252,7 +254,7 @@ def test_no_secret_in_output_events_or_disk(deployed):
     controller = lab.controller_container(SPEC.name)
     munge_key = controller.exec_run(["cat", "/etc/munge/munge.key"]).output
     assert len(munge_key) >= 32
-    ssh_key = (lab.key_dir(SPEC.name) / "id_ed25519").read_bytes()
+    ssh_key = (lab_spec.key_dir(SPEC.name) / "id_ed25519").read_bytes()
     ssh_body = b"".join(ssh_key.splitlines()[1:-1])
     secrets = [munge_key, munge_key[100:160], ssh_body, ssh_body[20:80], PLANTED[1].encode()]
     secrets.append(WEBHOOK_TOKEN.encode())
@@ -517,7 +519,7 @@ def _munge_keys() -> dict[str, str]:
 
 
 def _rotate(deployed, key_file: Path | None = None) -> dict:
-    request = lab.operation_request(SPEC.name, "rotate_munge_key")
+    request = lab_requests.operation_request(SPEC.name, "rotate_munge_key")
     if key_file is not None:
         data = json.loads(request.read_text())
         data["credentials"]["munge_key_file"] = str(key_file)
@@ -564,7 +566,7 @@ def test_rotate_munge_key_keeps_jobs_running_and_the_next_deploy_converged(deplo
     started = {e["task"] for e in events(again.stdout) if e["event"] == "task.started"}
     assert "Read which of the host's packages are installed" not in started
 
-    platform_key = lab.key_dir(SPEC.name) / "munge.key"
+    platform_key = lab_spec.key_dir(SPEC.name) / "munge.key"
     platform_key.touch(mode=0o600)
     platform_key.write_bytes(os.urandom(1024))
     result = _rotate(deployed, platform_key)
@@ -722,7 +724,9 @@ def _killed_while_recording_the_node(deployed, host: str, monkeypatch) -> None:
     """The driver SIGKILLed once the worker is prepared and the controller records the node:
     no process of the run outlives it and the instance's lock is free at once."""
     state = deployed["state"]
-    request = lab.operation_request(SPEC.name, "add_worker", host, {"wait_idle_timeout_s": 120})
+    request = lab_requests.operation_request(
+        SPEC.name, "add_worker", host, {"wait_idle_timeout_s": 120}
+    )
     process = subprocess.Popen(
         [str(VENV / "bin" / "slurm-app-driver"), "run", str(request)],
         stdout=subprocess.PIPE,
@@ -897,7 +901,7 @@ def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
     very paths the decommission then destroys, and changes nothing. e2e-w02's container is
     killed first: both leave it out, the decommission completes and names it not cleaned."""
     kill_host(SPEC.name, "e2e-w02")
-    members = json.loads((lab.lab_dir(SPEC.name) / "members.json").read_text())
+    members = json.loads((lab_spec.lab_dir(SPEC.name) / "members.json").read_text())
     code, preview = operation(deployed, "decommission", preview=True)
     assert code == 0, preview
     assert preview["changed"] == 0 and preview["instance"]["status"] == "unchanged"

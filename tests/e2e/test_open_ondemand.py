@@ -35,9 +35,11 @@ from lab_tools import (
 )
 
 from driver.lab import lab
+from driver.lab import requests as lab_requests
+from driver.lab import spec as lab_spec
 
 pytestmark = pytest.mark.containers
-SPEC = lab.LabSpec(
+SPEC = lab_spec.LabSpec(
     name="ood",
     workers=1,
     distro="trixie",
@@ -52,14 +54,14 @@ LOGIN_CHECK = ROOT / "molecule" / "ood" / "login_check.py"
 AUDIT_NOTICE = (
     "Actions taken in the HPC Portal are managed by Slurm, not tracked in platform audit logs."
 )
-USER = lab.LAB_USER["name"]
+USER = lab_spec.LAB_USER["name"]
 HERE = Path(__file__).parent
 E2E_TOOLS = "/opt/slurm-app-e2e"
-HOME = f"{lab.LAB_MOUNT}/home/{USER}"
+HOME = f"{lab_spec.LAB_MOUNT}/home/{USER}"
 
 
 def _address(host: str) -> str:
-    allocations = json.loads((lab.lab_dir(SPEC.name) / "allocations.json").read_text())
+    allocations = json.loads((lab_spec.lab_dir(SPEC.name) / "allocations.json").read_text())
     return next(a["address"] for a in allocations if a["hostname"] == host)
 
 
@@ -123,11 +125,11 @@ def portal(docker_engine, ood_upstream, tmp_path_factory):
     def request(host: str, kind: str, change=None) -> Path:
         """The portal's request, its secret in the portal instance's own credentials folder
         (the secret as a bare name); `change` edits it as a hostile platform call would."""
-        secrets = lab.portal_credentials_dir(SPEC.name, host) / "secrets"
+        secrets = lab_requests.portal_credentials_dir(SPEC.name, host) / "secrets"
         secrets.mkdir(parents=True, exist_ok=True, mode=0o700)
         (secrets / "ood-oidc").touch(mode=0o600)
         (secrets / "ood-oidc").write_text(client_secret)
-        path = lab.portal_request(SPEC.name, host, kind, config, secrets)
+        path = lab_requests.portal_request(SPEC.name, host, kind, config, secrets)
         if change is not None:
             data = json.loads(path.read_text())
             change(data)
@@ -235,7 +237,7 @@ def test_the_cluster_user_submits_and_queries_from_the_portal(portal):
     for read in (_portal, _controller):
         assert read(f"cat {HOME}/portal-{job}.out").split() == [USER, CONTROLLER]
     assert "JOBID" in _portal(f"runuser -u {USER} -- squeue")
-    assert _portal(f"id -u {USER}").strip() == str(lab.LAB_USER["uid"])
+    assert _portal(f"id -u {USER}").strip() == str(lab_spec.LAB_USER["uid"])
     key = "sha256sum < /etc/munge/munge.key"
     assert _portal(key) == _controller(key)
 
@@ -389,7 +391,7 @@ def test_a_portal_host_without_the_platform_mount_is_refused_before_anything_cha
     code, result, output = portal["operation"](host, "deploy")
     assert code == 1, output[-4000:]
     assert result["error"]["code"] == "storage_not_shared", result["error"]
-    assert f"{host}: {lab.LAB_MOUNT} is not a mount point" in result["error"]["message"]
+    assert f"{host}: {lab_spec.LAB_MOUNT} is not a mount point" in result["error"]["message"]
     assert result["changed"] == 0
     installed = on_host(SPEC.name, host, "dpkg -l | grep -cE 'apache2|munge|slurm' || true")
     assert installed.strip() == "0"
@@ -426,7 +428,7 @@ def test_a_cohosted_portal_comes_and_goes_leaving_the_cluster_as_it_was(portal):
     assert "/etc/ood" in destroyed and "/etc/munge" not in destroyed
     assert _controller(conf) == before
     assert _controller("systemctl is-active munge slurmctld slurmd").split() == ["active"] * 3
-    assert _controller(f"id -u {USER}").strip() == str(lab.LAB_USER["uid"])
+    assert _controller(f"id -u {USER}").strip() == str(lab_spec.LAB_USER["uid"])
     assert "dpkg: apache2" not in _controller("dpkg -s apache2 2>&1 || true")
     assert CONTROLLER in lab.test_job(SPEC.name)
 
@@ -444,7 +446,7 @@ def test_a_request_that_hides_the_controller_cannot_tear_it_down(portal):
     the role can: slurmctld runs there, so the decommission is refused with nothing removed."""
     portal_allocation = next(
         a["id"]
-        for a in json.loads((lab.lab_dir(SPEC.name) / "allocations.json").read_text())
+        for a in json.loads((lab_spec.lab_dir(SPEC.name) / "allocations.json").read_text())
         if a["hostname"] == PORTAL
     )
 
@@ -519,7 +521,7 @@ def test_decommission_takes_the_companion_portal_off_and_leaves_the_cluster(port
     destroyed = {e["path"] for e in result["adapter_detail"]["destroyed"][PORTAL]}
     assert {"/etc/ood", "/etc/munge"} <= destroyed
     # the home is on the platform's storage: kept, and still the cluster's
-    assert not any(path.startswith(("/home", lab.LAB_MOUNT)) for path in destroyed)
+    assert not any(path.startswith(("/home", lab_spec.LAB_MOUNT)) for path in destroyed)
     assert [e["path"] for e in result["adapter_detail"]["kept"][PORTAL]] == [HOME]
     assert _portal(f"ls {HOME}").strip() and _controller(f"ls {HOME}").strip()
     left = _portal(

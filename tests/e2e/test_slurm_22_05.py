@@ -28,15 +28,16 @@ from lab_tools import (
 )
 
 from driver.lab import lab
+from driver.lab import spec as lab_spec
 
 pytestmark = pytest.mark.containers
-SPEC = lab.LabSpec(
+SPEC = lab_spec.LabSpec(
     name="old", workers=1, distro="bookworm", placement="separate", storage="platform_mount"
 )
-HOME = f"{lab.LAB_MOUNT}/home/{lab.LAB_USER['name']}"
+HOME = f"{lab_spec.LAB_MOUNT}/home/{lab_spec.LAB_USER['name']}"
 # a user a later deploy adds (test_a_config_change_reaches_every_worker_joined_since)
 LATE_USER = {"name": "late", "uid": 2002, "gid": 2002}
-LATE_HOME = f"{lab.LAB_MOUNT}/home/late"
+LATE_HOME = f"{lab_spec.LAB_MOUNT}/home/late"
 BOTH_IDLE = ["old-w01", "idle", "old-w02", "idle"]
 # what the planted link's target looked like before (test_links_a_cluster_user_plants_...)
 LINK_TARGET_BEFORE: list[str] = []
@@ -125,7 +126,9 @@ def test_a_full_converge_changes_only_the_records_and_the_teams_are_as_configure
 
     for host in ("old-ctl", "old-w01"):
         _on(host, "rm /var/lib/slurm-app/converged")
-    ran = console_script("run", str(lab.lab_dir(SPEC.name) / "deploy.json"), env=env, timeout=1200)
+    ran = console_script(
+        "run", str(lab_spec.lab_dir(SPEC.name) / "deploy.json"), env=env, timeout=1200
+    )
     events = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
     assert ran.returncode == 0, events[-1]
     changed = {(e["host"], e["task"]) for e in events if e["event"] == "host.changed"}
@@ -223,7 +226,7 @@ def test_a_config_change_reaches_every_worker_joined_since(cluster):
     """The first deploy placed old-w01 alone; a deploy with one more user afterwards gives it
     to the four workers add_worker joined since as well, and a job of hers runs on all five."""
     env = cluster
-    deploy = lab.lab_dir(SPEC.name) / "deploy.json"
+    deploy = lab_spec.lab_dir(SPEC.name) / "deploy.json"
     request = json.loads(deploy.read_text())
     request["instance"]["config"]["users"].append(LATE_USER)
     deploy.write_text(json.dumps(request))
