@@ -1,9 +1,10 @@
 """The one place the driver loads the roles' own Python.
 
 A rule the roles apply on a host (a user name slurm_common refuses, an account reference
-slurm_sacctmgr refuses) is applied to a request from the same file, so the driver refuses before
-any host is reached and the two can never disagree. Loaded by path: the files are Ansible
-plugins and modules, not a package of the driver; each is loaded once per process.
+slurm_controller's slurm_sacctmgr refuses) is applied to a request from the same file, so the
+driver refuses before any host is reached and the two can never disagree. Loaded by path: the
+files are Ansible plugins and module_utils, not a package of the driver; each is loaded once
+per process.
 """
 
 import importlib.util
@@ -20,9 +21,9 @@ def role_filters(name: str) -> ModuleType:
     return role_code("slurm_common", "filter_plugins", name)
 
 
-def role_module(name: str) -> ModuleType:
-    """An Ansible module of slurm_controller, loaded for the rules it also applies."""
-    return role_code("slurm_controller", "library", name)
+def controller_rules(name: str) -> ModuleType:
+    """A module_utils file of slurm_controller: the rules one of its modules applies."""
+    return role_code("slurm_controller", "module_utils", name)
 
 
 @cache

@@ -1,4 +1,5 @@
-"""slurm_controller's slurm_sacctmgr module: what it plans from what slurmdbd holds. The
+"""slurm_controller's slurm_sacctmgr module (its plan in module_utils/slurm_accounting.py):
+what it plans from what slurmdbd holds. The
 module runs for real against slurmdbd in every deploy (e2e, Molecule); its idempotence is
 Molecule's idempotence step."""
 
@@ -6,7 +7,7 @@ import pytest
 
 from driver.role_code import role_code
 
-sacctmgr = role_code("slurm_controller", "library", "slurm_sacctmgr")
+sacctmgr = role_code("slurm_controller", "module_utils", "slurm_accounting")
 
 REGISTERED = {
     "cluster": True,
@@ -205,7 +206,7 @@ def test_slurm_times_read_the_same_from_a_config_and_from_sacctmgr(text, minutes
 
 def test_what_sacctmgr_prints_for_a_qos_is_read_back():
     row = ["gpu", "10", "gres/gpu=2", "cpu=8,gres/gpu=16", "", "1-00:00:00"]
-    assert sacctmgr._qos_row(row) == {
+    assert sacctmgr.qos_row(row) == {
         "priority": 10,
         "max_gpus_per_user": 2,
         "max_gpus": 16,

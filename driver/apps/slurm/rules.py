@@ -9,7 +9,7 @@ from uuid import UUID
 from driver.apps.base import Violation
 from driver.documents import LinePath
 from driver.models.request import OperationRequest
-from driver.role_code import reserved_accounts, role_filters, role_module
+from driver.role_code import controller_rules, reserved_accounts, role_filters
 
 
 def placement_rules(request: OperationRequest) -> Iterator[Violation]:
@@ -122,10 +122,9 @@ def _fair_share_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violat
                 )
     users = config.get("users") if isinstance(config.get("users"), list) else []
     qos = accounting.get("qos") if isinstance(accounting.get("qos"), list) else []
-    # the module that applies them refuses the same (one source: the role's own code, loaded
-    # only where there is something to check: it imports Ansible's module_utils, ~70 ms)
+    # slurm_sacctmgr refuses the same (one source: the role's own code)
     if accounts:
-        rules = role_module("slurm_sacctmgr")
+        rules = controller_rules("slurm_accounting")
         for path, message in rules.reference_problems(users, accounts, qos):
             yield Violation("config-inconsistent", (*base, *path), message)
     account_names = {*_names(accounts), accounting.get("default_account", "default")}
