@@ -190,7 +190,7 @@ OOD_UPSTREAM_CANDIDATES = (
 
 
 @pytest.fixture(scope="session")
-def ood_upstream() -> Path:
+def open_ondemand_upstream() -> Path:
     """The folder of OOD's own code, with Debian's ruby to run it (scripts/setup.sh)."""
     found = next((path for path in OOD_UPSTREAM_CANDIDATES if path.is_dir()), None)
     if found is None:

@@ -119,7 +119,7 @@ OOD_UPSTREAM_LAYOUT = {
 }
 
 
-def lay_out_ood_upstream(lab_name: str, host: str, upstream: Path) -> None:
+def lay_out_open_ondemand_upstream(lab_name: str, host: str, upstream: Path) -> None:
     """Open OnDemand's portal generator and mod_ood_proxy on a lab host where its package puts
     them (/opt/ood), with Debian's ruby to run the generator: the open_ondemand role then
     takes the path it takes with the package (update_ood_portal writes Apache's site, the
@@ -155,7 +155,7 @@ def lab_gateway(lab_name: str) -> str:
 
 def _oidc_provider_module():
     spec = importlib.util.spec_from_file_location(
-        "oidc_provider", ROOT / "molecule" / "ood" / "oidc_provider.py"
+        "oidc_provider", ROOT / "molecule" / "open_ondemand" / "oidc_provider.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -1,11 +1,11 @@
 """The open-ondemand app through the driver, as the platform runs it, attached to a lab cluster
 (a one-host same_node cluster on the platform's storage: one volume at /workspace on every lab
 host, the portal's too): a companion portal on its own lab host, then a co-hosted one on the
-controller. A local OIDC provider (molecule/ood/oidc_provider.py: oidc-provider-mock over
-TLS, client registration required) runs on the lab network's gateway. Open OnDemand's
+controller. A local OIDC provider (molecule/open_ondemand/oidc_provider.py: oidc-provider-mock
+over TLS, client registration required) runs on the lab network's gateway. Open OnDemand's
 package cannot be installed here: upstream's own portal generator and mod_ood_proxy are laid
-out on the portal host where the package puts them (lab_tools.lay_out_ood_upstream), so the
-role writes Apache's site with update_ood_portal as with the package; only the per-user
+out on the portal host where the package puts them (lab_tools.lay_out_open_ondemand_upstream),
+so the role writes Apache's site with update_ood_portal as with the package; only the per-user
 nginx and the Rails dashboard (the PUN) are absent."""
 
 import json
@@ -24,7 +24,7 @@ from lab_tools import (
     check_homes_are_their_users_alone,
     lab_gateway,
     lab_operation,
-    lay_out_ood_upstream,
+    lay_out_open_ondemand_upstream,
     on_host,
     plant_links_on_the_mount,
     platform_env,
@@ -49,8 +49,8 @@ SPEC = lab_spec.LabSpec(
 )
 CONTROLLER = f"{SPEC.name}-ctl"
 PORTAL = f"{SPEC.name}-portal"
-PROVIDER = ROOT / "molecule" / "ood" / "oidc_provider.py"
-LOGIN_CHECK = ROOT / "molecule" / "ood" / "login_check.py"
+PROVIDER = ROOT / "molecule" / "open_ondemand" / "oidc_provider.py"
+LOGIN_CHECK = ROOT / "molecule" / "open_ondemand" / "login_check.py"
 AUDIT_NOTICE = (
     "Actions taken in the HPC Portal are managed by Slurm, not tracked in platform audit logs."
 )
@@ -85,15 +85,15 @@ def _upload_ood_tools(host: str, upstream: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def portal(docker_engine, ood_upstream, tmp_path_factory):
+def portal(docker_engine, open_ondemand_upstream, tmp_path_factory):
     state = tmp_path_factory.mktemp("driver-state")
     env = platform_env(state)
     lab.down(SPEC.name)
     code, result = run_request(lab.up(SPEC), env)
     assert code == 0, result
     lab.add_host(SPEC.name, PORTAL)
-    lay_out_ood_upstream(SPEC.name, PORTAL, ood_upstream)
-    _upload_ood_tools(PORTAL, ood_upstream)
+    lay_out_open_ondemand_upstream(SPEC.name, PORTAL, open_ondemand_upstream)
+    _upload_ood_tools(PORTAL, open_ondemand_upstream)
     provider = tmp_path_factory.mktemp("oidc")
     gateway = lab_gateway(SPEC.name)
     subprocess.run(
@@ -153,7 +153,7 @@ def portal(docker_engine, ood_upstream, tmp_path_factory):
         "deployed": deployed,
         "provider": provider,
         "secret": client_secret,
-        "upstream": ood_upstream,
+        "upstream": open_ondemand_upstream,
     }
     subprocess.run([sys.executable, str(PROVIDER), "stop", str(provider)], check=False)
     lab.down(SPEC.name)
@@ -484,7 +484,7 @@ def test_the_teardown_checks_the_users_before_it_removes_any(portal, tmp_path):
             str(VENV / "bin" / "ansible-playbook"),
             "-i",
             str(inventory),
-            "playbooks/ood_decommission.yml",
+            "playbooks/open_ondemand_decommission.yml",
             "-e",
             json.dumps({**hostile, "ansible_ssh_common_args": ssh}),
         ],

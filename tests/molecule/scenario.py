@@ -25,9 +25,9 @@ def run_scenario(scenario: str, distro: str, tmp_path: Path, mitogen: bool = Fal
         "ANSIBLE_FORCE_COLOR": "0",
         "PY_COLORS": "0",
         "NO_COLOR": "1",
-        # the ood scenario's provider files (client secret among them), kept for the scan below
+        # the open_ondemand scenario's provider files (its client secret too), kept for the scan
         "SLURM_APP_OOD_TEST_DIR": str(tmp_path / "oidc"),
-        # OOD's own code for the ood scenario's job-library check (skipped without it)
+        # OOD's own code for the open_ondemand scenario's job-library check (skipped without it)
         "SLURM_APP_OOD_UPSTREAM": str(
             next((path for path in OOD_UPSTREAM_CANDIDATES if path.is_dir()), "")
         ),

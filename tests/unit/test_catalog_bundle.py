@@ -220,13 +220,15 @@ def test_a_portal_request_without_config_gives_the_role_its_own_defaults(monkeyp
 
 def test_a_companion_portal_reads_the_controller_on_deploy_only(monkeypatch, tmp_path):
     deploy = _portal_plan(monkeypatch, tmp_path)
-    assert deploy.groups == {"ood": ["ood-01"], "slurm_controller": ["slurm-ctl"]}
+    assert deploy.groups == {"open_ondemand": ["ood-01"], "slurm_controller": ["slurm-ctl"]}
     assert deploy.group_vars["open_ondemand_cohosted"] is False
     assert deploy.group_vars["open_ondemand_cluster_name"] == "research"
     assert deploy.group_vars["open_ondemand_login_host"] == "10.40.0.10"
     assert deploy.group_vars["open_ondemand_server_name"] == "ood.research.example.com"
     for operation in ("status", "restart", "decommission"):
-        assert _portal_plan(monkeypatch, tmp_path, operation).groups == {"ood": ["ood-01"]}
+        assert _portal_plan(monkeypatch, tmp_path, operation).groups == {
+            "open_ondemand": ["ood-01"]
+        }
     # the /node/ proxy reaches the cluster's workers only: not the controller (no slurmd in
     # separate placement), not the portal itself
     assert deploy.group_vars["open_ondemand_node_addresses"] == ["10.40.0.11", "10.40.0.12"]
@@ -237,7 +239,7 @@ def test_a_cohosted_portal_is_the_controller(monkeypatch, tmp_path, upper):
     """However the ids are spelled, a portal on the controller's allocation is co-hosted: its
     decommission never runs the companion's teardown there."""
     deploy = _portal_plan(monkeypatch, tmp_path, cohosted=True, upper=upper)
-    assert deploy.groups == {"ood": ["slurm-ctl"], "slurm_controller": ["slurm-ctl"]}
+    assert deploy.groups == {"open_ondemand": ["slurm-ctl"], "slurm_controller": ["slurm-ctl"]}
     assert deploy.group_vars["open_ondemand_cohosted"] is True
     assert deploy.group_vars["open_ondemand_cluster_name"] == "research"
     for operation in ("decommission", "restart"):
@@ -279,7 +281,7 @@ def _role_task_files(task: dict):
             yield from _task_files(task[action]["name"], task[action].get("tasks_from", "main"))
 
 
-@pytest.mark.parametrize("playbook", ["status.yml", "ood_status.yml"])
+@pytest.mark.parametrize("playbook", ["status.yml", "open_ondemand_status.yml"])
 def test_status_only_reads(playbook):
     """Every task status runs, its role task files followed: no package, file or service task,
     and every command declares that it changes nothing."""

@@ -1,6 +1,6 @@
-"""A local OIDC provider for the portal's tests (Molecule `ood`, tests/e2e): oidc-provider-mock
-over TLS, with client registration required (its default accepts any client and secret), and a
-cluster user and a stranger to log in as.
+"""A local OIDC provider for the portal's tests (Molecule `open_ondemand`, tests/e2e):
+oidc-provider-mock over TLS, with client registration required (its default accepts any client
+and secret), and a cluster user and a stranger to log in as.
 
   oidc_provider.py start HOST PORT DIR REDIRECT_URI
       makes a CA and the provider's certificate in DIR, starts the provider in the background

@@ -16,7 +16,7 @@ import yaml
 from conftest import ROOT
 from role_render import run_role_tasks
 
-FIXTURES = ROOT / "tests" / "fixtures" / "ood"
+FIXTURES = ROOT / "tests" / "fixtures" / "open_ondemand"
 # test values, scanned for in every output
 CLIENT_SECRET = "ood-client-secret-5e1d77"
 PASSPHRASE = "ood-test-passphrase-0b9c41"
@@ -202,13 +202,13 @@ def _ruby_ood_core(upstream: Path, code: str, *args: str) -> dict:
 
 
 def test_upstreams_generator_proxies_sessions_to_the_clusters_nodes_only(
-    rendered, ood_upstream, tmp_path
+    rendered, open_ondemand_upstream, tmp_path
 ):
     generated = tmp_path / "ood-portal.conf"
     ran = subprocess.run(
         [
             "bash",
-            str(ood_upstream / "ondemand-v4.2.3/ood-portal-generator/bin/generate"),
+            str(open_ondemand_upstream / "ondemand-v4.2.3/ood-portal-generator/bin/generate"),
             "-c",
             str(rendered["root"] / "etc/ood/config/ood_portal.yml"),
             "-o",
@@ -216,7 +216,7 @@ def test_upstreams_generator_proxies_sessions_to_the_clusters_nodes_only(
         ],
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/bin:/bin", "RUBYLIB": str(ood_upstream / "shims")},
+        env={"PATH": "/usr/bin:/bin", "RUBYLIB": str(open_ondemand_upstream / "shims")},
         check=False,
         timeout=60,
     )
@@ -243,9 +243,9 @@ def test_upstreams_generator_proxies_sessions_to_the_clusters_nodes_only(
     assert 'SetEnv OOD_MAP_FAIL_URI "/public/slurm-app/no-cluster-account.html"' in site
 
 
-def test_ood_core_reads_the_cluster_and_submits_without_minus_m(rendered, ood_upstream):
+def test_ood_core_reads_the_cluster_and_submits_without_minus_m(rendered, open_ondemand_upstream):
     seen = _ruby_ood_core(
-        ood_upstream,
+        open_ondemand_upstream,
         "clusters = OodCore::Clusters.load_file(ARGV[0]);"
         "cluster = clusters.first; slurm = cluster.job_adapter.instance_variable_get(:@slurm);"
         "puts({ids: clusters.map { |c| c.id.to_s }, adapter: cluster.job_adapter.class.name,"

@@ -8,5 +8,5 @@ from scenario import run_scenario
 pytestmark = pytest.mark.containers
 
 
-def test_ood_scenario(docker_engine, tmp_path):
-    run_scenario("ood", "bookworm", tmp_path)
+def test_open_ondemand_scenario(docker_engine, tmp_path):
+    run_scenario("open_ondemand", "bookworm", tmp_path)
