@@ -39,7 +39,7 @@ def rendered(tmp_path_factory) -> dict:
             "allowed_groups": ["proj-7f3a"],
         },
     }
-    runs = run_role_tasks(work, "monitoring", "grafana_config", extra, "10.0.0.5")
+    runs = run_role_tasks(work, "monitoring", "_grafana_config", extra, "10.0.0.5")
     return {"root": root, "runs": runs, "work": work}
 
 
@@ -195,7 +195,7 @@ def rendered_id_token(tmp_path_factory) -> configparser.ConfigParser:
             "claims_from": "id_token",
         },
     }
-    run_role_tasks(work, "monitoring", "grafana_config", extra, "10.0.0.5", times=1)
+    run_role_tasks(work, "monitoring", "_grafana_config", extra, "10.0.0.5", times=1)
     return _ini((root / "etc" / "grafana" / "grafana.ini").read_text())
 
 

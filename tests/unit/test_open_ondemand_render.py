@@ -70,7 +70,7 @@ def rendered(tmp_path_factory) -> dict:
         },
         "slurm_common_users": [{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2002}],
     }
-    runs = run_role_tasks(work, "open_ondemand", "config", extra, "10.40.0.20")
+    runs = run_role_tasks(work, "open_ondemand", "_config", extra, "10.40.0.20")
     return {"root": root, "runs": runs}
 
 

@@ -44,6 +44,48 @@ def test_argument_specs_match_defaults(role: Path):
         assert spec.get("default") == defaults[name], name
 
 
+def _role_entries(data) -> "list[tuple[str, str]]":
+    """(role, tasks_from) of every include_role/import_role in a parsed playbook or task file."""
+    found = []
+    if isinstance(data, dict):
+        for action in ROLE_ACTIONS:
+            if isinstance(data.get(action), dict):
+                found.append((data[action]["name"], data[action].get("tasks_from", "main")))
+        for value in data.values():
+            found += _role_entries(value)
+    elif isinstance(data, list):
+        for item in data:
+            found += _role_entries(item)
+    return found
+
+
+ROLE_ACTIONS = (
+    "ansible.builtin.include_role",
+    "ansible.builtin.import_role",
+    "include_role",
+    "import_role",
+)
+
+
+def test_every_entry_point_is_declared_and_every_other_task_file_marked_internal():
+    """A tasks_from a playbook or another role uses has its argument_specs entry (Ansible
+    checks its variables on the way in); a task file none uses from outside its role starts
+    with `_`, so a reader tells the role's interface from its inside."""
+    used: set[tuple[str, str]] = set()
+    for path in [*(ROOT / "playbooks").rglob("*.yml"), *(ROOT / "roles").glob("*/tasks/*.yml")]:
+        for role, tasks_from in _role_entries(yaml.safe_load(path.read_text())):
+            if not path.is_relative_to(ROOT / "roles" / role):
+                used.add((role, tasks_from.removesuffix(".yml")))
+    assert len(used) > 40
+    for role in ROLES:
+        declared = set(
+            yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+        )
+        assert {e for r, e in used if r == role.name} <= declared, role.name
+        for path in (role / "tasks").glob("*.yml"):
+            assert (path.stem in declared) != path.stem.startswith("_"), path
+
+
 def _tasks(role: Path):
     for path in sorted((role / "tasks").glob("*.yml")):
         for task in yaml.safe_load(path.read_text()) or []:
@@ -98,10 +140,15 @@ def test_internal_variables_are_double_underscored(role: Path):
 
 
 def _run_validate(
-    tmp_path, role: str, group_vars: dict, groups: dict | None = None, hosts: dict | None = None
+    tmp_path,
+    role: str,
+    group_vars: dict,
+    groups: dict | None = None,
+    hosts: dict | None = None,
+    tasks_from: str = "validate",
 ):
-    """The role's validate.yml with real ansible-playbook on the control node (every host of
-    the inventory is the control node)."""
+    """The role's validation tasks (`tasks_from`) with real ansible-playbook on the control
+    node (every host of the inventory is the control node)."""
     inventory = {
         "all": {
             "hosts": {
@@ -127,7 +174,7 @@ def _run_validate(
                         {
                             "ansible.builtin.include_role": {
                                 "name": role,
-                                "tasks_from": "validate",
+                                "tasks_from": tasks_from,
                             }
                         }
                     ],
@@ -216,7 +263,8 @@ def test_slurm_common_refuses_users_an_operator_gets_wrong(tmp_path, users, expe
 def test_slurm_controller_refuses_what_an_operator_gets_wrong(
     tmp_path, group_vars, groups, expected
 ):
-    ran = _run_validate(tmp_path, "slurm_controller", group_vars, groups)
+    # slurm_controller's entry point `checks` also reads the running cluster
+    ran = _run_validate(tmp_path, "slurm_controller", group_vars, groups, tasks_from="_validate")
     if expected is None:
         assert ran.returncode == 0, ran.stdout[-2000:]
     else:

@@ -90,9 +90,9 @@ def test_an_artifact_with_another_checksum_is_refused_before_it_is_copied(tmp_pa
 @pytest.mark.parametrize(
     ("tasks_from", "extra", "pin"),
     [
-        ("grafana", {"monitoring_grafana_source": "apt"}, "monitoring_grafana_apt_key_sha256"),
+        ("_grafana", {"monitoring_grafana_source": "apt"}, "monitoring_grafana_apt_key_sha256"),
         (
-            "dcgm",
+            "_dcgm",
             {
                 "monitoring_dcgm_exporter_source": "nvidia_repo",
                 # the URL names the host's release, a fact this harness does not gather
