@@ -2,13 +2,16 @@
 # what the dashboard does when a user launches an interactive app from its form. Prints one
 # JSON object.
 #   ruby ood_session.rb CLUSTERS_D APP_DIR WORK_DIR [FORM_FIELD=VALUE ...]
-# 1. renders the app's submit.yml.erb with the form's values (strings, as a browser sends
-#    them) and its template/*.erb into WORK_DIR (the session folder under the user's home);
+# 1. loads the dashboard's env file, as the dashboard does (what the apps' ERB reads from the
+#    bundle: the cluster's name and GPUs), renders the app's submit.yml.erb with the form's
+#    values (strings, as a browser sends them) and its template/*.erb into WORK_DIR (the
+#    session folder under the user's home);
 # 2. wraps template/script.sh in ood_core's batch_connect template of the app's submit.yml,
 #    with the cluster's settings (set_host), and submits it with the app's sbatch options;
 # 3. waits until the job has written connection.yml (after.sh waits for the server's port),
 #    renders the app's view with the connection's values, and prints what the Connect button
 #    posts. The job keeps running: the caller ends it.
+require "dotenv"
 require "erb"
 require "fileutils"
 require "json"
@@ -16,6 +19,7 @@ require "yaml"
 require "ood_core"
 
 clusters_d, app_dir, work_dir, *fields = ARGV
+ENV.update(Dotenv.parse("/etc/ood/config/apps/dashboard/env"))
 form = fields.to_h { |field| field.split("=", 2) }
 cluster = OodCore::Clusters.load_file(clusters_d).first
 

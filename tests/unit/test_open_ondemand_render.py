@@ -1,6 +1,7 @@
 """Open OnDemand cannot be installed here: the open_ondemand role's configuration files are
-rendered by the role's own task file (config.yml) with real ansible-playbook into a folder,
-then compared with fixtures and read the way OOD reads them. The account check (user_map) is
+rendered by the role's own task file (_config.yml) with real ansible-playbook into a folder,
+then compared with fixtures and read the way OOD reads them (the interactive apps' ERB
+rendered as the dashboard renders it, its env file loaded). The account check (user_map) is
 run for real."""
 
 import grp
@@ -86,12 +87,55 @@ def _text(rendered: dict, path: str) -> str:
         ("/etc/ood/config/clusters.d/research.yml", "clusters.d/research.yml"),
         ("/etc/ood/config/apps/dashboard/env", "apps/dashboard/env"),
         ("/etc/ood/config/apps/bc_desktop/research.yml", "apps/bc_desktop/research.yml"),
-        ("/var/www/ood/apps/sys/jupyter/form.yml", "apps/sys/jupyter/form.yml"),
         ("/var/www/ood/apps/sys/jupyter/template/script.sh.erb", "apps/sys/jupyter/script.sh.erb"),
     ],
 )
 def test_rendered_files_match_the_fixtures(rendered, path, fixture):
     assert _text(rendered, path) == (FIXTURES / fixture).read_text()
+
+
+# The dashboard loads its env file (dotenv) into ENV, then renders an app's ERB with ERB's
+# `-` trim mode and the form's values (strings, as a browser sends them) as methods: once per
+# (bc_num_slots, gpus) pair given, else once without a form.
+DASHBOARD_ERB = """
+env_file, template, *values = ARGV
+File.readlines(env_file).each do |line|
+  key, value = line.strip.split("=", 2)
+  ENV[key] = value.delete_prefix('"').delete_suffix('"') if value && !key.start_with?("#")
+end
+Form = Struct.new(:bc_num_slots, :gpus) { def scope = binding }
+text = File.read(template)
+forms = values.empty? ? [[]] : values.each_slice(2).to_a
+puts(forms.map { |form| ERB.new(text, trim_mode: "-").result(Form.new(*form).scope) }.to_json)
+"""
+
+
+def _dashboard_render(rendered: dict, template: str, *values: str) -> list[str]:
+    ran = subprocess.run(
+        [
+            "ruby",
+            "-rerb",
+            "-rjson",
+            "-e",
+            DASHBOARD_ERB,
+            str(rendered["root"] / "etc/ood/config/apps/dashboard/env"),
+            str(rendered["root"] / template.lstrip("/")),
+            *values,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout)
+
+
+def test_the_apps_form_is_the_clusters_with_its_gpus(rendered):
+    (form,) = _dashboard_render(rendered, "/var/www/ood/apps/sys/jupyter/form.yml.erb")
+    fixture = (FIXTURES / "apps/sys/jupyter/form.yml").read_text()
+    assert yaml.safe_load(form) == yaml.safe_load(fixture)
+    assert not (rendered["root"] / "var/www/ood/apps/sys/jupyter/form.yml").exists()
 
 
 def test_ood_portal_carries_the_oidc_settings(rendered):
@@ -261,33 +305,15 @@ def test_ood_core_reads_the_cluster_and_submits_without_minus_m(rendered, open_o
     assert "NodeAddr" in seen["set_host"]
 
 
-# The dashboard renders an app's submit.yml.erb with the form's values (strings, as a browser
-# sends them) and hands `script.native` to the job adapter as sbatch options.
-SUBMIT_OPTIONS = """
-Form = Struct.new(:bc_num_slots, :gpus) { def scope = binding }
-text = File.read(ARGV[0])
-puts(ARGV[1..].each_slice(2).map do |slots, gpus|
-  rendered = ERB.new(text, trim_mode: "-").result(Form.new(slots, gpus).scope)
-  YAML.safe_load(rendered)["script"]["native"]
-end.to_json)
-"""
-
-
 # (bc_num_slots, gpus) pairs as a browser posts them
 FORMS = ("1", "2", "2", "0", "", "", "1", "9", "1", "-3", "1", "2; touch /tmp/x")
 
 
 def test_the_gpu_field_asks_slurm_for_gres_within_the_largest_node(rendered):
-    submit = rendered["root"] / "var/www/ood/apps/sys/jupyter/submit.yml.erb"
-    ran = subprocess.run(
-        ["ruby", "-rerb", "-ryaml", "-rjson", "-e", SUBMIT_OPTIONS, str(submit), *FORMS],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=30,
-    )
-    assert ran.returncode == 0, ran.stderr
-    assert json.loads(ran.stdout) == [
+    """The dashboard hands submit.yml.erb's `script.native` to the job adapter as sbatch
+    options."""
+    submits = _dashboard_render(rendered, "/var/www/ood/apps/sys/jupyter/submit.yml.erb", *FORMS)
+    assert [yaml.safe_load(submit)["script"]["native"] for submit in submits] == [
         ["--nodes=1", "--gres=gpu:2"],
         ["--nodes=2"],
         ["--nodes=1"],
