@@ -1,4 +1,5 @@
-"""Filters of the monitoring role: Prometheus's units and target list, and scrape-target files."""
+"""Filters of the monitoring role: Prometheus's units, target list and alerts, the monitoring
+host's report, and scrape-target files."""
 
 from __future__ import annotations
 
@@ -87,6 +88,38 @@ def prometheus_alerts(response: dict[str, Any] | None) -> list[dict[str, Any]]:
     ]
 
 
+# Prometheus's command-line flags the report shows, by the name the report gives them.
+REPORTED_FLAGS = {
+    "retention_time": "storage.tsdb.retention.time",
+    "retention_size": "storage.tsdb.retention.size",
+    "wal_compression": "storage.tsdb.wal-compression",
+    "listen_address": "web.listen-address",
+}
+
+
+def monitoring_report(read: dict[str, Any], known: dict[str, Any]) -> dict[str, Any]:
+    """The monitoring host's report for the driver, from the answers slurm_common's read
+    collected (`slurm_common_read`) and what the role knows (`known`: host, services (its units'
+    states), scrape_interval, grafana, grafana_url, ports, paths): whether Prometheus answers,
+    every scrape target's health, the firing alerts and the flags Prometheus runs with. What is
+    down is reported, not a failure."""
+    urls = read["urls"]
+    flags = ((urls["monitoring_flags"].get("json") or {}).get("data")) or {}
+    return {
+        "host": known["host"],
+        "services": known["services"],
+        "prometheus_answers": urls["monitoring_targets"].get("status") == 200,
+        "targets": prometheus_targets(urls["monitoring_targets"].get("json") or {}),
+        "alerts": prometheus_alerts(urls["monitoring_alerts"].get("json") or {}),
+        "prometheus_flags": {name: flags.get(flag) for name, flag in REPORTED_FLAGS.items()},
+        "scrape_interval": known["scrape_interval"],
+        "grafana": known["grafana"],
+        "grafana_url": known["grafana_url"] if known["grafana"] else None,
+        "ports": known["ports"],
+        "paths": known["paths"],
+    }
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -94,6 +127,7 @@ class FilterModule:
             "prometheus_bytes": prometheus_bytes,
             "prometheus_targets": prometheus_targets,
             "prometheus_alerts": prometheus_alerts,
+            "monitoring_report": monitoring_report,
             "scrape_targets": scrape_targets,
             "host_port": host_port,
         }

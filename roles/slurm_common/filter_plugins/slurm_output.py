@@ -22,6 +22,7 @@ from slurm_readers import (  # noqa: E402  (found through the path set above)
     hosts,
     jobs,
     nodes,
+    reports,
     versions,
 )
 
@@ -47,4 +48,6 @@ class FilterModule:
             "slurm_jobs": jobs.slurm_jobs,
             "slurm_history": jobs.slurm_history,
             "slurm_accounting": accounting.slurm_accounting,
+            "slurm_controller_report": reports.slurm_controller_report,
+            "slurm_worker_report": reports.slurm_worker_report,
         }
