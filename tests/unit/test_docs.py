@@ -1,7 +1,8 @@
-"""The README and the manuals under docs/ (and bench's report) link only to what exists: each
-relative link names a file of the repository, and a `#fragment` names a heading of its target
-(GitHub's anchors: lower case, punctuation dropped, spaces as hyphens). The README stays the
-front door: at most 200 lines."""
+"""The README and the manuals under docs/ (and bench's, the roles' and Molecule's) link only to
+what exists: each relative link names a file of the repository, a `#fragment` names a heading
+of its target (GitHub's anchors: lower case, punctuation dropped, spaces as hyphens), and a
+repository path a page names in code (`driver/request_check/addresses.py`) is there. The
+README stays the front door: at most 200 lines."""
 
 import re
 from pathlib import Path
@@ -9,8 +10,18 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-PAGES = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    *(ROOT / folder / "README.md" for folder in ("bench", "roles", "molecule")),
+    *sorted((ROOT / "docs").glob("*.md")),
+]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+REPOSITORY_PATH = re.compile(
+    r"`((?:driver|roles|playbooks|tests|bench|molecule|manifests|scripts|docs|examples|inventories)"
+    r"/[A-Za-z0-9_./-]+)`"
+)
+# Where the installed driver keeps the bundle (pyproject's package-dir): not in a checkout.
+INSTALLED_ONLY = {"driver/bundle/"}
 
 
 def _anchors(page: Path) -> set[str]:
@@ -34,6 +45,12 @@ def test_every_relative_link_reaches_a_file_and_a_heading(page: Path):
         assert linked.exists() and linked.is_relative_to(ROOT), (page.name, target)
         if fragment:
             assert fragment in _anchors(linked), (page.name, target)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_repository_path_a_page_names_is_there(page: Path):
+    for path in REPOSITORY_PATH.findall(page.read_text()):
+        assert path in INSTALLED_ONLY or (ROOT / path).exists(), (page.name, path)
 
 
 def test_every_manual_is_in_the_index_and_the_readme_is_short():
