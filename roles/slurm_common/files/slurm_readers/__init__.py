@@ -10,7 +10,7 @@ with it. It is plain Python 3.9+ with the standard library only, so it runs on a
 without pip.
 
 Readers accept either answer: `--json` (stable field names, no quoting problems) or the text
-of the formats in `commands`, which are faster where many jobs are read. The JSON shapes differ across
+of the formats in `commands`, faster where many jobs are read. The JSON shapes differ across
 versions: 22.05 (openapi v0.0.38) gives scalar states and plain numbers; 23.02+ give state
 lists and {set, infinite, number} wrappers; per-node records come from `sinfo --json` before
 23.02 and from `scontrol show nodes --json` after (24.11's `sinfo --json` groups nodes). Both
