@@ -364,6 +364,16 @@ def test_status_classifies_with_evidence_and_changes_nothing(deployed):
     assert health["classification"] == "healthy" and health["problems"] == []
     assert health["services"]["e2e-w02"] == {"munge": "running", "slurmd": "running"}
     assert health["accounting_reachable"] is True
+    # the filesystems of the queue's state, the accounting database and Prometheus's data
+    watched = {disk["path"]: disk for disk in health["disks"]}
+    assert set(watched) == {
+        "/var/lib/slurm/slurmctld",
+        "/var/lib/mysql",
+        "/var/lib/prometheus/metrics2",
+    }, health["disks"]
+    assert all(
+        d["host"] == "e2e-ctl" and 0 < d["used_bytes"] <= d["size_bytes"] for d in watched.values()
+    )
     on("e2e-w02", "systemctl stop slurmd")
     try:
         code, result = operation(deployed, "status")

@@ -383,6 +383,22 @@ REPORT = {
         },
         "slurmctld_answers": True,
         "accounting_answers": True,
+        "disks": [
+            {
+                "path": "/var/lib/slurm/slurmctld",
+                "mount": "/",
+                "size_bytes": 100,
+                "used_bytes": 40,
+                "percent": 40,
+            },
+            {
+                "path": "/var/lib/mysql",
+                "mount": "/srv",
+                "size_bytes": 100,
+                "used_bytes": 84,
+                "percent": 84,
+            },
+        ],
         "nodes": [
             {"name": "gpu-01", "base_state": "idle", "flags": [], "state": "idle", "reason": None},
             {
@@ -417,6 +433,11 @@ def _with(path: tuple, value) -> dict:
 def test_everything_running_is_healthy_and_a_drain_asked_for_is_no_problem():
     health = health_of(_request(), REPORT)
     assert health["classification"] == "healthy" and health["problems"] == []
+    # a filesystem below 85 % full is shown, no problem
+    assert [(d["host"], d["path"], d["percent"]) for d in health["disks"]] == [
+        ("ctl-01", "/var/lib/slurm/slurmctld", 40),
+        ("ctl-01", "/var/lib/mysql", 84),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -458,6 +479,12 @@ def test_everything_running_is_healthy_and_a_drain_asked_for_is_no_problem():
             },
             "degraded",
             "node gpu-01 is idle",
+        ),
+        (
+            ("slurm_app_controller", "disks", 1, "percent"),
+            85,
+            "degraded",
+            "ctl-01: /var/lib/mysql is on a filesystem 85 % full (/srv; 85 % or more)",
         ),
     ],
 )

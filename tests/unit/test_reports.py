@@ -13,6 +13,10 @@ from driver.role_code import role_code
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
 monitoring = role_code("monitoring", "filter_plugins", "monitoring")
 UNITS = "Id=munge.service\nLoadState=loaded\nActiveState=active\nSubState=running\n"
+DF = (
+    "   1B-blocks        Used       Avail Use% File                     Mounted on\n"
+    "270553174016 29509292032 79435001856  28% /var/lib/slurm/slurmctld /\n"
+)
 FACTS = {
     "slurmctld_port": "6817",
     "munge_key": "/etc/munge/munge.key",
@@ -57,6 +61,8 @@ def _controller_read(version: str, slurmctld_rc: int = 0) -> dict:
             "controller_clusters": _answer("research\n"),
             "controller_slurmdbd": _answer(slurm),
             "controller_units": _answer(UNITS),
+            # df left out the missing path it was asked about (and said so on stderr)
+            "controller_disks": _answer(DF, 1),
         },
         "urls": {},
     }  # fmt: skip
@@ -72,6 +78,15 @@ def test_the_controller_report_reads_the_nodes_in_its_versions_form(version, nod
     assert report["slurmctld_answers"] and report["accounting_answers"]
     assert report["services"] == {"munge": "running", "slurmctld": "absent"}
     assert report["slurmctld_port"] == 6817
+    assert report["disks"] == [
+        {
+            "path": "/var/lib/slurm/slurmctld",
+            "mount": "/",
+            "size_bytes": 270553174016,
+            "used_bytes": 29509292032,
+            "percent": 28,
+        }
+    ]
     assert report["profile"] == "container"
     assert report["config_paths"]["slurmdbd_conf"] == "/etc/slurm/slurmdbd.conf"
     assert report["log_paths"] == {
@@ -115,6 +130,7 @@ def test_a_workers_report(rc, version):
 MONITORING_KNOWN = {
     "host": "c-ctl",
     "services": {"prometheus": "running"},
+    "disks": [],
     "scrape_interval": "30s",
     "grafana": False,
     "grafana_url": "https://c-ctl:3000/",

@@ -20,7 +20,14 @@ from slurm_readers.commands import (
     text_command,
     text_rows,
 )
-from slurm_readers.hosts import du_sizes, outside_of, slurm_unit_states, slurm_unit_states_command
+from slurm_readers.hosts import (
+    disk_usage,
+    disk_usage_command,
+    du_sizes,
+    outside_of,
+    slurm_unit_states,
+    slurm_unit_states_command,
+)
 from slurm_readers.jobs import _minutes, slurm_history, slurm_jobs, slurm_tres_gpus
 from slurm_readers.nodes import slurm_gres_gpus, slurm_node_hardware, slurm_nodes, slurm_taking_jobs
 from slurm_readers.versions import slurm_version
@@ -391,3 +398,22 @@ def test_history_reads_the_jobs_sacct_recorded_as_the_queue_reads_them(version, 
     # a pending job holds nothing yet (AllocTRES is empty) and its limit is the partition's
     assert (pending["state"], pending["gpus"], pending["start_time"]) == ("PENDING", 0, None)
     assert pending["node_list"] is None and pending["time_limit"] is None
+
+
+def test_disk_usage_reads_dfs_answer_whatever_the_mount_point_is_called():
+    argv = disk_usage_command(["/var/lib/mysql", "/gone"])
+    assert argv[0] == "df" and argv[-2:] == ["/var/lib/mysql", "/gone"] and "--" in argv
+    answer = (
+        "   1B-blocks        Used       Avail Use% File           Mounted on\n"
+        "107374182400 97710505984  9663676416  91% /var/lib/mysql /srv/data disk\n"
+    )  # /gone: df names it on stderr only
+    assert disk_usage(answer) == [
+        {
+            "path": "/var/lib/mysql",
+            "mount": "/srv/data disk",
+            "size_bytes": 107374182400,
+            "used_bytes": 97710505984,
+            "percent": 91,
+        }
+    ]
+    assert disk_usage("") == []

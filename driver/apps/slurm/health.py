@@ -8,14 +8,18 @@ from driver.models.request import MemberStatus, OperationRequest
 # Node states that mean a node cannot run jobs although nobody asked for it (a drain is asked).
 UNHEALTHY_NODE_STATES = {"down", "fail", "failing", "unknown", "future"}
 UNHEALTHY_NODE_FLAGS = {"not_responding", "fail", "invalid_reg"}
+# A watched filesystem (the queue's state, the accounting database, Prometheus's data) this full
+# or more degrades the cluster: time to grow it before a daemon stops on a full disk.
+DISK_FULL_PERCENT = 85
 
 
 def health_of(
     request: OperationRequest, reported: dict[str, Any], asked: Collection[str] | None = None
 ) -> dict[str, Any]:
     """healthy / degraded / failed, with the evidence: every daemon's state, the nodes that
-    cannot run jobs and why, accounting, and the workers that did not answer. `asked`: the
-    hosts the run asked (a targeted operation's inventory); None: every member was asked."""
+    cannot run jobs and why, accounting, the workers that did not answer, and how full the
+    watched filesystems are. `asked`: the hosts the run asked (a targeted operation's
+    inventory); None: every member was asked."""
     controller = reported.get("slurm_app_controller") or {}
     workers = reported.get("slurm_app_workers") or {}
     services: dict[str, str] = controller.get("services") or {}
@@ -47,6 +51,13 @@ def health_of(
         if node.get("base_state") in UNHEALTHY_NODE_STATES or flags & UNHEALTHY_NODE_FLAGS:
             reason = f" ({node['reason']})" if node.get("reason") else ""
             problems.append(f"node {node.get('name')} is {node.get('state')}{reason}")
+    disks = _disks(reported)
+    problems += [
+        f"{disk['host']}: {disk['path']} is on a filesystem {disk['percent']} % full "
+        f"({disk['mount']}; {DISK_FULL_PERCENT} % or more)"
+        for disk in disks
+        if disk["percent"] >= DISK_FULL_PERCENT
+    ]
     classification = "failed" if fatal else "degraded" if problems else "healthy"
     return {
         "classification": classification,
@@ -56,7 +67,18 @@ def health_of(
             **{host: (workers.get(host) or {}).get("services") for host in worker_hosts},
         },
         "accounting_reachable": controller.get("accounting_answers"),
+        "disks": disks,
     }
+
+
+def _disks(reported: dict[str, Any]) -> list[dict[str, Any]]:
+    """The watched filesystems, each with the host it is on: the controller's (state,
+    accounting) and the monitoring host's (Prometheus's data)."""
+    return [
+        {"host": report.get("host"), **disk}
+        for report in (reported.get("slurm_app_controller"), reported.get("slurm_app_monitoring"))
+        for disk in (report or {}).get("disks") or []
+    ]
 
 
 def _not_running(host: Any, units: dict[str, str] | None) -> list[str]:

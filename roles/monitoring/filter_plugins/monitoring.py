@@ -100,14 +100,15 @@ REPORTED_FLAGS = {
 def monitoring_report(read: dict[str, Any], known: dict[str, Any]) -> dict[str, Any]:
     """The monitoring host's report for the driver, from the answers slurm_common's read
     collected (`slurm_common_read`) and what the role knows (`known`: host, services (its units'
-    states), scrape_interval, grafana, grafana_url, ports, paths): whether Prometheus answers,
-    every scrape target's health, the firing alerts and the flags Prometheus runs with. What is
-    down is reported, not a failure."""
+    states), disks (its data's filesystem), scrape_interval, grafana, grafana_url, ports, paths):
+    whether Prometheus answers, every scrape target's health, the firing alerts and the flags
+    Prometheus runs with. What is down is reported, not a failure."""
     urls = read["urls"]
     flags = ((urls["monitoring_flags"].get("json") or {}).get("data")) or {}
     return {
         "host": known["host"],
         "services": known["services"],
+        "disks": known["disks"],
         "prometheus_answers": urls["monitoring_targets"].get("status") == 200,
         "targets": prometheus_targets(urls["monitoring_targets"].get("json") or {}),
         "alerts": prometheus_alerts(urls["monitoring_alerts"].get("json") or {}),

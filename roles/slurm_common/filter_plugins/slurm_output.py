@@ -37,6 +37,8 @@ class FilterModule:
             "slurm_unit_states": hosts.slurm_unit_states,
             "slurm_unit_states_command": hosts.slurm_unit_states_command,
             "du_sizes": hosts.du_sizes,
+            "disk_usage": hosts.disk_usage,
+            "disk_usage_command": hosts.disk_usage_command,
             "slurm_gpu_type": gpus.slurm_gpu_type,
             "slurm_gpus": gpus.slurm_gpus,
             "slurm_gpu_query": gpus.slurm_gpu_query,

@@ -38,6 +38,36 @@ def slurm_unit_states(output: str, units: list[str]) -> dict[str, str]:
     return states
 
 
+# What `df` prints for the filesystems the report watches: sizes in bytes, the file asked about
+# and the filesystem's mount point last (a mount point may hold spaces; our paths do not).
+DISK_USAGE_COMMAND = ["df", "-B1", "--output=size,used,avail,pcent,file,target", "--"]
+
+
+def disk_usage_command(paths: list[str]) -> list[str]:
+    """One `df` for every path (a missing one is left out of its answer)."""
+    return [*DISK_USAGE_COMMAND, *paths]
+
+
+def disk_usage(output: str) -> list[dict[str, Any]]:
+    """disk_usage_command's answer as [{path, mount, size_bytes, used_bytes, percent}]; percent
+    is df's own (used of what users may use, rounded up)."""
+    disks = []
+    for line in output.splitlines()[1:]:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[0].isdigit() and fields[3].rstrip("%").isdigit():
+            size, used, _avail, percent, path, mount = fields
+            disks.append(
+                {
+                    "path": path,
+                    "mount": mount,
+                    "size_bytes": int(size),
+                    "used_bytes": int(used),
+                    "percent": int(percent.rstrip("%")),
+                }
+            )
+    return disks
+
+
 def du_sizes(output: str) -> list[dict[str, Any]]:
     """`du -sb -- PATH...` as [{path, bytes}] (what a teardown reports it destroyed); a
     `linked<TAB>PATH` line (measure.yml: a link on its way, not followed) as bytes None and

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from .commands import slurm_command
-from .hosts import slurm_unit_states
+from .hosts import disk_usage, slurm_unit_states
 from .nodes import slurm_nodes
 from .versions import slurm_version
 
@@ -54,6 +54,7 @@ def slurm_controller_report(read: dict[str, Any], known: dict[str, Any]) -> dict
         "versions": versions,
         "nodes": slurm_nodes(nodes["stdout"]) if nodes["rc"] == 0 else [],
         "services": slurm_unit_states(answers["controller_units"]["stdout"], known["units"]),
+        "disks": disk_usage(answers["controller_disks"]["stdout"]),
         "slurmctld_answers": ping["rc"] == 0 and "is UP" in ping["stdout"],
         "accounting_answers": accounting_answers,
         "accounting": accounting,
