@@ -46,11 +46,23 @@ def test_partitions_users_and_accounting_change_on_a_running_cluster(cluster):
         {"name": "debug", "max_time": "30:00"},
     ]
     config["users"].append({"name": "newbie", "uid": 2001})
-    config["accounting"] = {"enabled": True}
+    # how long slurmdbd keeps its records: two given, the others the manifest's defaults
+    config["accounting"] = {"enabled": True, "retention": {"jobs": "400days", "usage": "720hours"}}
     path.write_text(json.dumps(request))
     code, result = run_request(path, env)
     assert code == 0, result
     assert result["adapter_detail"]["accounting"] is True
+    shown = _on_controller("sacctmgr show configuration")
+    purge = dict(re.findall(r"^(Purge\w+After)\s*=\s*(.+?)\s*$", shown, re.MULTILINE))
+    assert purge == {
+        "PurgeEventAfter": "12 months",
+        "PurgeJobAfter": "400 days",
+        "PurgeResvAfter": "3 months",
+        "PurgeStepAfter": "3 months",
+        "PurgeSuspendAfter": "3 months",
+        "PurgeTXNAfter": "12 months",
+        "PurgeUsageAfter": "720 hours",
+    }, shown
     partitions = _on_controller("scontrol show partition -o")
     limits = {
         line.split()[0]: next(f for f in line.split() if f.startswith("MaxTime="))

@@ -316,6 +316,7 @@ READ_ONLY_COMMANDS = {
     ("munged", "--version"),
     ("sacctmgr", "-n", "-P", "show"),
     ("systemctl", "show"),
+    ("df", "-B1"),
 }
 
 
@@ -327,7 +328,17 @@ def test_every_report_read_is_a_read(accounting):
     filters = role_filters("slurm_output").FilterModule().filters()
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
     environment.filters.update(CoreFilters().filters(), **filters)
-    variables = {"slurm_controller_accounting_enabled": accounting}
+    variables = {
+        "slurm_controller_accounting_enabled": accounting,
+        # the paths the reads name (the distributions' variables)
+        **{
+            name: value
+            for role in ("slurm_controller", "slurm_worker", "monitoring")
+            for name, value in yaml.safe_load(
+                (ROOT / "roles" / role / "vars" / "Debian.yml").read_text()
+            ).items()
+        },
+    }
     commands: dict[str, list[str]] = {}
     for role, name in [
         ("slurm_controller", "__slurm_controller_report_reads"),
@@ -336,16 +347,23 @@ def test_every_report_read_is_a_read(accounting):
         ("monitoring", "__monitoring_node_report_reads"),
     ]:
         reads = yaml.safe_load((ROOT / "roles" / role / "vars" / "main.yml").read_text())[name]
-        rendered = reads["commands"]
-        if isinstance(rendered, str):
-            rendered = ast.literal_eval(environment.from_string(rendered).render(variables))
-        commands |= rendered
+
+        def render(value):
+            if not isinstance(value, str):
+                return value
+            return ast.literal_eval(environment.from_string(value).render(variables))
+
+        rendered = render(reads["commands"])
+        commands |= {name: render(argv) for name, argv in rendered.items()}
         commands |= {
             unit_list: filters["slurm_unit_states_command"](["unit"])
             for unit_list in reads["units"]
         }
     assert {"controller_ping", "worker_slurmd", "monitoring_units"} <= commands.keys()
     assert ("controller_clusters" in commands) is accounting
+    # the filesystems of the queue's state, and of the accounting database where there is one
+    assert ("/var/lib/mysql" in commands["controller_disks"]) is accounting
+    assert commands["monitoring_disks"][-1] == "/var/lib/prometheus/metrics2"
     for key, argv in commands.items():
         assert any(tuple(argv[: len(known)]) == known for known in READ_ONLY_COMMANDS), (key, argv)
 

@@ -199,6 +199,9 @@ def _run_validate(
 
 
 USERS_OK = [{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2002, "gid": 3000}]
+RETENTION = yaml.safe_load((ROOT / "roles/slurm_controller/defaults/main.yml").read_text())[
+    "slurm_controller_accounting_retention"
+]
 
 
 @pytest.mark.parametrize(
@@ -257,6 +260,21 @@ def test_slurm_common_refuses_users_an_operator_gets_wrong(tmp_path, users, expe
             },
             None,
             None,
+        ),
+        (
+            {"slurm_controller_accounting_retention": {**RETENTION, "jobs": "1year"}},
+            None,
+            "each a number of hours, days or months",
+        ),
+        (
+            {"slurm_controller_accounting_retention": {**RETENTION, "jobs": "12months\nX=1"}},
+            None,
+            "each a number of hours, days or months",
+        ),
+        (
+            {"slurm_controller_accounting_retention": {"jobs": "12months"}},
+            None,
+            "needs jobs, steps, events",
         ),
     ],
 )

@@ -141,6 +141,7 @@ class SlurmReference(AppAdapter):
                 "slurm_controller_accounts": accounting["accounts"],
                 "slurm_controller_qos": accounting["qos"],
                 "slurm_controller_priority": accounting.get("fair_share") or {},
+                "slurm_controller_accounting_retention": accounting["retention"],
                 "slurm_common_users": config["users"],
                 "slurm_common_munge_key_src": request.credentials.munge_key_file or "",
                 **storage_vars(config),

@@ -95,7 +95,7 @@ def _fair_share_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violat
     partitions = config.get("partitions") if isinstance(config.get("partitions"), list) else []
     accounts = accounting.get("accounts") if isinstance(accounting.get("accounts"), list) else []
     if accounting.get("enabled", True) is False:
-        for field in ("accounts", "qos", "fair_share"):
+        for field in ("accounts", "qos", "fair_share", "retention"):
             if accounting.get(field):
                 yield Violation(
                     "config-inconsistent",
