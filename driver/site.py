@@ -35,12 +35,25 @@ class PackageSource(StrictModel):
         return self
 
 
+class Backups(StrictModel):
+    """Where a backup of an instance without a platform mount is fetched to: one folder per
+    instance below `directory` (default: backups/ in the driver's state folder), 0700."""
+
+    directory: AbsolutePath | None = None
+
+
 class Site(StrictModel):
+    backups: Backups = Backups()
     grafana: PackageSource = PackageSource()
     dcgm_exporter: PackageSource = PackageSource()
     # artifact: a .tar.gz of a flat APT repository (folder ood-repository) with ondemand and
     # its dependencies, for hosts that cannot reach OSC's repository
     open_ondemand: PackageSource = PackageSource()
+
+
+def backup_dir(site: Site) -> Path:
+    """The control plane's folder of fetched backups (one subfolder per instance)."""
+    return Path(site.backups.directory) if site.backups.directory else state_dir() / "backups"
 
 
 def site_file() -> Path:

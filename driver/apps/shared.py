@@ -121,6 +121,8 @@ def hosts_not_reached(reported: dict[str, Any], key: str) -> dict[str, Any]:
 KEPT_KINDS = {
     "home": "home directory on the platform's storage: the user's files and job output",
     "jobs": "job directory on the platform's storage: the user's job output",
+    "slurm-app-backups": "the cluster's backups on the platform's storage: state, accounting "
+    "database, munge key (root's alone)",
 }
 
 

@@ -177,7 +177,13 @@ def test_a_request_without_config_gives_the_roles_their_own_defaults(monkeypatch
         "monitoring_prometheus_scrape_interval",
     } <= set(compared)
     for name, value in compared.items():
-        if name not in ("slurm_common_users", "slurm_common_munge_key_src"):
+        # what the request itself says: its users, its key, which instance, which release
+        if name not in (
+            "slurm_common_users",
+            "slurm_common_munge_key_src",
+            "slurm_controller_instance_id",
+            "slurm_controller_bundle_version",
+        ):
             assert value == defaults[name], name
 
 
@@ -317,6 +323,7 @@ READ_ONLY_COMMANDS = {
     ("sacctmgr", "-n", "-P", "show"),
     ("systemctl", "show"),
     ("df", "-B1"),
+    ("/usr/local/libexec/slurm-app/backup", "status"),
 }
 
 
@@ -330,6 +337,9 @@ def test_every_report_read_is_a_read(accounting):
     environment.filters.update(CoreFilters().filters(), **filters)
     variables = {
         "slurm_controller_accounting_enabled": accounting,
+        # one case with the platform's mount (where backups go), one without
+        "slurm_common_storage_model": "platform_mount" if accounting else "allocation_local",
+        "slurm_common_storage_mount_path": "/workspace",
         # the paths the reads name (the distributions' variables)
         **{
             name: value
@@ -363,6 +373,8 @@ def test_every_report_read_is_a_read(accounting):
     assert ("controller_clusters" in commands) is accounting
     # the filesystems of the queue's state, and of the accounting database where there is one
     assert ("/var/lib/mysql" in commands["controller_disks"]) is accounting
+    # and the platform's mount, where the backups are, when there is one
+    assert ("/workspace" in commands["controller_disks"]) is accounting
     assert commands["monitoring_disks"][-1] == "/var/lib/prometheus/metrics2"
     for key, argv in commands.items():
         assert any(tuple(argv[: len(known)]) == known for known in READ_ONLY_COMMANDS), (key, argv)

@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 from uuid import UUID
 
+from driver import __version__
 from driver.apps.base import AppAdapter, OperationError, Violation, observed
 from driver.apps.shared import (
     ACCOUNT_EXISTS,
@@ -15,6 +16,7 @@ from driver.apps.shared import (
     teardown_data,
 )
 from driver.apps.slurm.access import access_bundle
+from driver.apps.slurm.backup import backup_detail
 from driver.apps.slurm.health import health_of
 from driver.apps.slurm.monitoring import monitoring_vars
 from driver.apps.slurm.rules import config_rules, placement_rules
@@ -23,6 +25,7 @@ from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory, apply_defaults
 from driver.models.manifest import Version
 from driver.models.request import MemberStatus, OperationRequest
+from driver.site import backup_dir, load_site
 
 # What the result shows of each node the controller reports (slurm_common's slurm_nodes).
 NODE_FIELDS = (
@@ -87,11 +90,22 @@ class SlurmReference(AppAdapter):
             None,
             (InstanceStatus.RUNNING, Health.DEGRADED),
         ),
+        "backup_failed": OperationError(
+            "the backup could not be taken (the reason is named); slurmctld runs as before and "
+            "no earlier backup was touched",
+            None,
+            (InstanceStatus.RUNNING, Health.UNKNOWN),
+        ),
         "config_refused": OperationError(
             "the new config cannot be applied to the running cluster; nothing was changed",
             None,
             (InstanceStatus.RUNNING, Health.UNKNOWN),
         ),
+    }
+    # A backup observes nothing of the cluster's health.
+    instance_after: ClassVar[dict[str, tuple[InstanceStatus, Health]]] = {
+        **AppAdapter.instance_after,
+        "backup": (InstanceStatus.RUNNING, Health.UNKNOWN),
     }
     address_fields = (
         (("monitoring", "alerting", "webhook", "url"), "url"),
@@ -107,6 +121,7 @@ class SlurmReference(AppAdapter):
             "monitoring",
             "storage",
             "interactive_runtimes",
+            "backup",
         }
     )
 
@@ -142,6 +157,10 @@ class SlurmReference(AppAdapter):
                 "slurm_controller_qos": accounting["qos"],
                 "slurm_controller_priority": accounting.get("fair_share") or {},
                 "slurm_controller_accounting_retention": accounting["retention"],
+                "slurm_controller_instance_id": str(request.instance.id),
+                "slurm_controller_bundle_version": __version__,
+                "slurm_controller_backup_interval": config["backup"].get("interval", ""),
+                "slurm_controller_backup_keep": config["backup"]["keep"],
                 "slurm_common_users": config["users"],
                 "slurm_common_munge_key_src": request.credentials.munge_key_file or "",
                 **storage_vars(config),
@@ -149,6 +168,10 @@ class SlurmReference(AppAdapter):
         )
         if request.operation.type in MONITORING_OPERATIONS:
             inventory.group_vars.update(monitoring_vars(request, config["monitoring"]))
+        if request.operation.type == "backup":
+            inventory.group_vars["slurm_controller_backup_fetch_dir"] = str(
+                backup_dir(load_site()) / str(request.instance.id)
+            )
         if request.operation.type in JOINING_OPERATIONS:
             inventory.group_vars["slurm_worker_interactive_runtimes"] = config[
                 "interactive_runtimes"
@@ -213,6 +236,8 @@ class SlurmReference(AppAdapter):
     ) -> dict[str, Any]:
         if request.operation.type in LIFECYCLE_OPERATIONS:
             return hosts_not_reached(reported, "not_reached")
+        if reported.get("slurm_app_backup"):
+            return {"backup": backup_detail(reported["slurm_app_backup"])}
         controller = reported.get("slurm_app_controller") or {}
         if not controller:
             return teardown_data(reported, self.previews(request))

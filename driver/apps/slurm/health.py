@@ -58,6 +58,8 @@ def health_of(
         for disk in disks
         if disk["percent"] >= DISK_FULL_PERCENT
     ]
+    backup = controller.get("backup")
+    problems += _backup_problems(backup)
     classification = "failed" if fatal else "degraded" if problems else "healthy"
     return {
         "classification": classification,
@@ -68,7 +70,26 @@ def health_of(
         },
         "accounting_reachable": controller.get("accounting_answers"),
         "disks": disks,
+        "backup": backup,
     }
+
+
+def _backup_problems(backup: dict[str, Any] | None) -> list[str]:
+    """A last backup that failed, and scheduled backups none of which succeeded for two
+    intervals: the recovery point is further back than promised."""
+    if not backup:
+        return []
+    problems = []
+    attempt = backup.get("last_attempt") or {}
+    if attempt and not attempt.get("ok"):
+        problems.append(f"the last backup failed at {attempt.get('at')}: {attempt.get('reason')}")
+    if backup.get("overdue"):
+        success = backup.get("last_success")
+        since = f"the last one {success.get('age_s')} s ago" if success else "none yet"
+        problems.append(
+            f"no backup succeeded for two intervals ({backup.get('interval_s')} s each; {since})"
+        )
+    return problems
 
 
 def _disks(reported: dict[str, Any]) -> list[dict[str, Any]]:

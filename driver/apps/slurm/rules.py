@@ -48,16 +48,25 @@ def config_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violation]:
         yield from _user_rules(users, (*base, "users"))
     yield from _fair_share_rules(config, base)
     yield from _secret_transport_rules(config, base)
-    storage = config.get("storage")
-    if isinstance(storage, dict) and storage.get("model", "allocation_local") != "platform_mount":
+    storage = config.get("storage") if isinstance(config.get("storage"), dict) else {}
+    model = storage.get("model", "allocation_local")
+    if model != "platform_mount":
         for field in ("mount_path", "holds"):
             if field in storage:
                 yield Violation(
                     "config-inconsistent",
                     (*base, "storage", field),
-                    f"{field} is for model platform_mount: expected no {field} with "
-                    f"model {storage.get('model', 'allocation_local')}",
+                    f"{field} is for model platform_mount: expected no {field} with model {model}",
                 )
+        backup = config.get("backup")
+        if isinstance(backup, dict) and "interval" in backup:
+            yield Violation(
+                "config-inconsistent",
+                (*base, "backup", "interval"),
+                "scheduled backups go to the platform's mount: expected storage.model "
+                "platform_mount with backup.interval (without a mount the platform runs the "
+                "backup operation)",
+            )
 
 
 def _secret_transport_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violation]:

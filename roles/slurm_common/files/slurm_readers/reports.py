@@ -5,6 +5,7 @@ and access bundle), from the answers slurm_common's read collected on the member
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -55,6 +56,7 @@ def slurm_controller_report(read: dict[str, Any], known: dict[str, Any]) -> dict
         "nodes": slurm_nodes(nodes["stdout"]) if nodes["rc"] == 0 else [],
         "services": slurm_unit_states(answers["controller_units"]["stdout"], known["units"]),
         "disks": disk_usage(answers["controller_disks"]["stdout"]),
+        "backup": _backup_status(answers.get("controller_backup")),
         "slurmctld_answers": ping["rc"] == 0 and "is UP" in ping["stdout"],
         "accounting_answers": accounting_answers,
         "accounting": accounting,
@@ -63,6 +65,17 @@ def slurm_controller_report(read: dict[str, Any], known: dict[str, Any]) -> dict
         "config_paths": config_paths,
         "log_paths": log_paths,
     }
+
+
+def _backup_status(answer: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The backup command's status (None: a controller deployed before backups existed)."""
+    if not answer or answer["rc"] != 0:
+        return None
+    try:
+        status = json.loads(answer["stdout"])
+    except ValueError:
+        return None
+    return status if isinstance(status, dict) else None
 
 
 def slurm_worker_report(read: dict[str, Any], known: dict[str, Any]) -> dict[str, Any]:

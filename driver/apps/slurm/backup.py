@@ -1,0 +1,35 @@
+"""What the result says of a backup: where it went and its manifest, from what the backup
+command reported (roles/slurm_controller/files/slurm_app_backup.py)."""
+
+from typing import Any
+
+# The manifest's fields the result repeats (its files: name, bytes and sha256 each; never
+# their content, the munge key's included).
+MANIFEST_FIELDS = (
+    "backup_id",
+    "instance_id",
+    "cluster_name",
+    "slurm_version",
+    "bundle_version",
+    "created_at",
+    "state_from",
+    "accounting",
+    "files",
+)
+
+
+def backup_detail(reported: dict[str, Any]) -> dict[str, Any]:
+    """The backup's id, where it is (the mount's path; a control-plane copy is named by its id
+    only, the platform's own folder never enters the result), its manifest, how long slurmctld
+    paused and the backups the retention removed."""
+    manifest = reported.get("manifest") or {}
+    detail: dict[str, Any] = {
+        "backup_id": reported.get("backup_id"),
+        "destination": reported.get("destination"),
+        "manifest": {field: manifest.get(field) for field in MANIFEST_FIELDS},
+        "scheduler_paused_s": reported.get("scheduler_paused_s"),
+        "pruned": list(reported.get("pruned") or []),
+    }
+    if reported.get("path"):
+        detail["path"] = reported["path"]
+    return detail

@@ -1,0 +1,188 @@
+"""The controller's backup command (roles/slurm_controller/files/slurm_app_backup.py) on real
+files, as root: where it writes and what it refuses, the manifest against the files, what the
+retention removes and what `status` says. Its run against real daemons (slurmctld stopped and
+started, mariadb-dump) is the lab's: tests/e2e/test_open_ondemand.py and test_slurm_22_05.py."""
+
+import hashlib
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from driver.role_code import role_code
+
+backup = role_code("slurm_controller", "files", "slurm_app_backup")
+
+NOBODY = 65534
+
+
+def _config(tmp_path: Path, **overrides) -> dict:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "job_state").write_bytes(b"jobs")
+    (state / "node_state").write_bytes(b"nodes")
+    key = tmp_path / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "converged").write_text("{}")
+    mount = tmp_path / "mount"
+    mount.mkdir()
+    mount.chmod(0o1777)
+    return {
+        "instance_id": "5b0e8a52-3c1d-4f5e-9a21-7d4c2b1e0a01",
+        "cluster_name": "demo",
+        "bundle_version": "0.1.0",
+        "state_save_location": str(state),
+        "accounting": False,
+        "database": "slurm_acct_db",
+        "munge_key": str(key),
+        "records": [str(records), str(tmp_path / "absent")],
+        "mount_root": str(mount),
+        "mount_folder": "slurm-app-backups/5b0e8a52-3c1d-4f5e-9a21-7d4c2b1e0a01",
+        "staging_root": str(tmp_path),
+        "staging_folder": "staging",
+        "keep": 2,
+        "interval_s": None,
+        "status_file": str(tmp_path / "backup-status.json"),
+        "timer_unit": str(tmp_path / "slurm-app-backup.timer"),
+        **overrides,
+    }
+
+
+def test_a_backup_holds_its_files_as_its_manifest_lists_them(tmp_path):
+    config = _config(tmp_path)
+    taken = backup.run(config, "mount")
+    folder = Path(taken["path"])
+    assert folder.parent == tmp_path / "mount" / config["mount_folder"]
+    assert taken["destination"] == "platform_mount"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest == taken["manifest"]
+    assert manifest["instance_id"] == config["instance_id"]
+    assert manifest["cluster_name"] == "demo"
+    assert [entry["name"] for entry in manifest["files"]] == [
+        "state.tar.gz",
+        "munge.key",
+        "records.tar.gz",
+    ]
+    for entry in manifest["files"]:
+        content = (folder / entry["name"]).read_bytes()
+        assert entry["bytes"] == len(content)
+        assert entry["sha256"] == hashlib.sha256(content).hexdigest()
+    assert (folder / "munge.key").read_bytes() == Path(config["munge_key"]).read_bytes()
+    assert (folder / "munge.key").stat().st_mode & 0o777 == 0o400
+    with tarfile.open(folder / "state.tar.gz") as tar:
+        names = tar.getnames()
+    assert config["state_save_location"].lstrip("/") + "/job_state" in names
+    # every folder from the mount down is root's alone
+    for path in (folder, folder.parent, folder.parent.parent):
+        assert path.stat().st_uid == 0 and path.stat().st_mode & 0o777 == 0o700
+    # the key's bytes appear in no output of the command
+    assert Path(config["munge_key"]).read_bytes().hex() not in json.dumps(taken)
+    recorded = json.loads(Path(config["status_file"]).read_text())
+    assert recorded["last_success"]["backup_id"] == taken["backup_id"]
+
+
+def test_a_link_planted_on_the_mount_is_never_followed(tmp_path):
+    config = _config(tmp_path)
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "mount" / "slurm-app-backups").symlink_to(target)
+    with pytest.raises(backup.BackupError, match="a link is never followed"):
+        backup.run(config, "mount")
+    assert list(target.iterdir()) == []
+    recorded = json.loads(Path(config["status_file"]).read_text())
+    assert recorded["last_attempt"]["ok"] is False
+    assert "slurm-app-backups" in recorded["last_attempt"]["reason"]
+    assert "last_success" not in recorded
+
+
+@pytest.mark.parametrize(("owner", "mode"), [(NOBODY, 0o700), (0, 0o755), (0, 0o770)])
+def test_a_folder_on_the_way_that_is_not_roots_alone_is_refused(tmp_path, owner, mode):
+    config = _config(tmp_path)
+    planted = tmp_path / "mount" / "slurm-app-backups"
+    planted.mkdir()
+    os.chown(planted, owner, owner)
+    planted.chmod(mode)
+    with pytest.raises(backup.BackupError, match="must be root's and 0700"):
+        backup.run(config, "mount")
+    assert list(planted.iterdir()) == []
+
+
+def test_a_cluster_without_a_mount_refuses_the_mount_and_stages_instead(tmp_path):
+    config = _config(tmp_path, mount_root=None)
+    with pytest.raises(backup.BackupError, match="no platform mount"):
+        backup.run(config, "mount")
+    staged = backup.run(config, "staging")
+    assert staged["destination"] == "staging"
+    assert Path(staged["path"]).parent == tmp_path / "staging"
+    assert staged["pruned"] == []  # the control plane keeps its own copies
+
+
+def test_the_newest_backups_are_kept_and_half_written_ones_removed(tmp_path):
+    base = tmp_path / "base"
+    base.mkdir(mode=0o700)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("x")
+    names = ["20261101T000000Z", "20261102T000000Z", "20261103T000000Z"]
+    for name in names:
+        (base / name).mkdir()
+    (base / "20261101T000000Z" / "link").symlink_to(outside)
+    (base / "20261104T000000Z.partial").mkdir()
+    (base / "not-a-backup").mkdir()
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        pruned = backup.prune(fd, 2)
+    finally:
+        os.close(fd)
+    assert pruned == ["20261101T000000Z", "20261104T000000Z.partial"]
+    assert sorted(p.name for p in base.iterdir()) == [*names[1:], "not-a-backup"]
+    assert (outside / "precious").read_text() == "x"
+
+
+def test_retention_keeps_keep_backups_across_runs(tmp_path, monkeypatch):
+    config = _config(tmp_path, keep=2)
+    stamps = iter(["20261101T000000Z", "20261102T000000Z", "20261103T000000Z"])
+
+    class Clock:
+        @staticmethod
+        def now(tz=None):
+            class Stamp:
+                def strftime(self, form):
+                    return next(stamps) if form == "%Y%m%dT%H%M%SZ" else "2026-11-01T00:00:00Z"
+
+            return Stamp()
+
+    monkeypatch.setattr(backup.datetime, "datetime", Clock)
+    taken = [backup.run(config, "mount") for _ in range(3)]
+    assert taken[2]["pruned"] == ["20261101T000000Z"]
+    folder = tmp_path / "mount" / config["mount_folder"]
+    assert sorted(p.name for p in folder.iterdir()) == ["20261102T000000Z", "20261103T000000Z"]
+
+
+def test_status_is_overdue_after_two_intervals_without_a_success(tmp_path):
+    config = _config(tmp_path, interval_s=3600)
+    timer = Path(config["timer_unit"])
+    timer.write_text("[Timer]\n")
+    now = timer.stat().st_mtime
+    assert backup.status(config, now + 3600)["overdue"] is False
+    assert backup.status(config, now + 7201)["overdue"] is True
+    Path(config["status_file"]).write_text(
+        json.dumps(
+            {
+                "last_attempt": {"at": "2026-12-01T10:00:00Z", "ok": False, "reason": "x"},
+                "last_success": {"at": "2026-12-01T09:00:00Z", "ok": True, "backup_id": "b"},
+            }
+        )
+    )
+    nine = 1796115600.0  # 2026-12-01T09:00:00Z
+    fresh = backup.status(config, nine + 3600)
+    assert fresh["last_success"]["age_s"] == 3600
+    assert fresh["last_attempt"]["ok"] is False
+    assert fresh["overdue"] is False
+    assert backup.status(config, nine + 7201)["overdue"] is True
+    # unscheduled backups are never overdue
+    assert backup.status({**config, "interval_s": None}, nine + 10**6)["overdue"] is False
