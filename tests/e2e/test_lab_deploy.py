@@ -1,11 +1,13 @@
 """The app controller's view: deploy a 2-worker lab cluster through the driver CLI."""
 
+import gzip
 import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -586,6 +588,69 @@ def test_rotate_munge_key_keeps_jobs_running_and_the_next_deploy_converged(deplo
     result = _rotate(deployed, platform_key)
     assert result["adapter_detail"]["munge_key"]["rotated"] is False
     assert result["changed"] == 0, result["hosts"]
+
+
+def test_a_backup_reaches_the_control_plane_while_jobs_run_and_leaks_no_key(deployed):
+    """Without a platform mount the backup is staged on the controller, fetched into the
+    driver's backups folder (0700) and removed there. Its files match the manifest; the state
+    holds the running and the pending job, the dump their records; both jobs go on; the munge
+    key is in no output and no file of the driver's state but the backup's own."""
+    release = "/tmp/release-backup-job"
+    waits = f"'until [ -e {release} ]; do sleep 1; done'"
+    running = submit("-J", "backup-probe-running", "-w", "e2e-w01", "-t", "10", "--wrap", waits)
+    wait_on("e2e-ctl", f"squeue -h -j {running} -t R | grep -q .")
+    pending = submit(
+        "-J",
+        "backup-probe-pending",
+        "-w",
+        "e2e-w01",
+        f"--dependency=afterok:{running}",
+        "--wrap",
+        "true",
+    )
+    ran = driver(
+        "run",
+        str(lab_requests.operation_request(SPEC.name, "backup")),
+        env=deployed["env"],
+    )
+    result = events(ran.stdout)[-1]["result"]
+    assert ran.returncode == 0 and result["status"] == "succeeded", result
+    assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl"]
+    detail = result["adapter_detail"]["backup"]
+    assert detail["destination"] == "control_plane" and "path" not in detail
+    manifest = detail["manifest"]
+    instance = result["instance"]["id"]
+    assert manifest["instance_id"] == instance and manifest["cluster_name"] == SPEC.name
+    assert manifest["slurm_version"].startswith("24.11.")
+    folder = deployed["state"] / "backups" / instance / detail["backup_id"]
+    assert folder.stat().st_mode & 0o777 == 0o700 and folder.parent.stat().st_mode & 0o777 == 0o700
+    assert json.loads((folder / "manifest.json").read_text()) == manifest
+    for entry in manifest["files"]:
+        content = (folder / entry["name"]).read_bytes()
+        assert hashlib.sha256(content).hexdigest() == entry["sha256"], entry["name"]
+        assert (folder / entry["name"]).stat().st_mode & 0o077 == 0, entry["name"]
+    with tarfile.open(folder / "state.tar.gz") as tar:
+        job_state = tar.extractfile("var/lib/slurm/slurmctld/job_state")
+        assert job_state is not None
+        saved = job_state.read()
+    # slurmctld's saved queue holds both jobs; accounting, the job that started
+    assert b"backup-probe-running" in saved and b"backup-probe-pending" in saved
+    dump = gzip.decompress((folder / "accounting.sql.gz").read_bytes()).decode()
+    assert "INSERT INTO `e2e_job_table`" in dump
+    assert "'backup-probe-running'" in dump
+    assert on("e2e-ctl", "ls -A /var/lib/slurm-app-backup").strip() == ""
+    # the paused scheduler lost nothing: the running job goes on, the pending one runs after
+    assert on("e2e-ctl", f"squeue -h -j {running} -o %T").strip() == "RUNNING"
+    on("e2e-w01", f"touch {release}")
+    for job in (running, pending):
+        wait_on("e2e-ctl", f"sacct -n -X -j {job} -o State | grep -q COMPLETED")
+    munge_key = lab.controller_container(SPEC.name).exec_run(["cat", "/etc/munge/munge.key"]).output
+    assert (folder / "munge.key").read_bytes() == munge_key
+    for secret in (munge_key, munge_key[100:160]):
+        assert secret not in ran.stdout.encode() + ran.stderr.encode()
+        for path in deployed["state"].rglob("*"):
+            if path.is_file() and folder not in path.parents:
+                assert secret not in path.read_bytes(), path
 
 
 def _slurm_conf_sha() -> str:

@@ -5,10 +5,14 @@ converge changes nothing but the converged records and leaves no warning in the 
 logs; a host without the mount is refused before anything changes; nodes join and leave
 through the slurmctld restart path (a reconfigure after a node-count change kills 22.05's
 slurmctld); no slurmd restarts; a removed allocation joins again with three new ones in one
-operation; a job's output on a worker is read everywhere and outlives the cluster."""
+operation; scheduled backups land on the mount, root's alone, the newest two kept, and a
+failed one degrades status; a job's output on a worker is read everywhere and outlives the
+cluster, with the backups."""
 
+import base64
 import json
 import re
+import time
 
 import pytest
 import yaml
@@ -38,6 +42,7 @@ HOME = f"{lab_spec.LAB_MOUNT}/home/{lab_spec.LAB_USER['name']}"
 # a user a later deploy adds (test_a_config_change_reaches_every_worker_joined_since)
 LATE_USER = {"name": "late", "uid": 2002, "gid": 2002}
 LATE_HOME = f"{lab_spec.LAB_MOUNT}/home/late"
+BACKUPS = f"{lab_spec.LAB_MOUNT}/slurm-app-backups"
 BOTH_IDLE = ["old-w01", "idle", "old-w02", "idle"]
 # what the planted link's target looked like before (test_links_a_cluster_user_plants_...)
 LINK_TARGET_BEFORE: list[str] = []
@@ -54,6 +59,7 @@ TEAMS = {
         ],
         "fair_share": {"weight_qos": 2000},
     },
+    "backup": {"interval": "1d", "keep": 2},
 }
 
 
@@ -250,6 +256,63 @@ def test_a_hostile_job_name_is_read_as_a_name_on_22_05(cluster):
     check_a_hostile_job_name_is_read_as_a_name(SPEC.name, cluster, "old-w01")
 
 
+def _backups() -> list[str]:
+    return _on("old-ctl", f"ls {BACKUPS}/*/").split()
+
+
+def test_scheduled_backups_land_on_the_mount_and_a_failed_one_degrades_status(cluster):
+    """The deploy installed the timer (every day, two kept); its service and the backup
+    operation write to <mount>/slurm-app-backups/<instance>/, every folder root's and 0700,
+    the files as the manifest lists them; a third backup removes the oldest; one that cannot
+    be written (its folder no longer 0700) degrades status, naming why, until the next one."""
+    env = cluster
+    assert _on("old-ctl", "systemctl is-active slurm-app-backup.timer").strip() == "active"
+    _on("old-ctl", "systemctl start slurm-app-backup.service")
+    first = _backups()
+    assert len(first) == 1
+    time.sleep(1)  # backups are named by the second they start
+    code, result = lab_operation(SPEC.name, env, "backup")
+    assert code == 0, result
+    detail = result["adapter_detail"]["backup"]
+    assert detail["destination"] == "platform_mount" and detail["pruned"] == []
+    assert detail["manifest"]["slurm_version"].startswith("22.05.")
+    assert detail["path"] == f"{BACKUPS}/{result['instance']['id']}/{detail['backup_id']}"
+    for entry in detail["manifest"]["files"]:
+        line = _on("old-w01", f"sha256sum {detail['path']}/{entry['name']}")
+        assert line.split()[0] == entry["sha256"], entry["name"]
+    modes = _on("old-w01", f"stat -c '%U %a' {BACKUPS} {BACKUPS}/* {detail['path']}")
+    assert set(modes.splitlines()) == {"root 700"}
+    # the result names the key's file and checksum, never its content
+    key = bytes.fromhex(
+        _on("old-ctl", "od -An -v -tx1 /etc/munge/munge.key").replace(" ", "").replace("\n", "")
+    )
+    assert len(key) >= 32
+    for form in (key.hex(), base64.b64encode(key).decode(), base64.b64encode(key[:48]).decode()):
+        assert form not in json.dumps(result)
+    time.sleep(1)
+    _on("old-ctl", "systemctl start slurm-app-backup.service")
+    kept = _backups()
+    assert len(kept) == 2 and kept[0] == detail["backup_id"] and first[0] not in kept
+
+    _on("old-ctl", f"chmod 0755 {BACKUPS}")
+    controller = lab.host_container(SPEC.name, "old-ctl")
+    assert controller.exec_run(["systemctl", "start", "slurm-app-backup.service"]).exit_code != 0
+    _on("old-ctl", f"chmod 0700 {BACKUPS}")
+    code, status = lab_operation(SPEC.name, env, "status")
+    assert code == 0 and status["instance"]["health"] == "degraded", status
+    health = status["adapter_detail"]["health"]
+    assert health["problems"] == [
+        f"the last backup failed at {health['backup']['last_attempt']['at']}: "
+        f"{BACKUPS}: must be root's and 0700"
+    ]
+    assert health["backup"]["scheduled"] and health["backup"]["interval_s"] == 86400
+    assert any(disk["path"] == lab_spec.LAB_MOUNT for disk in health["disks"])
+    time.sleep(1)
+    _on("old-ctl", "systemctl start slurm-app-backup.service")
+    code, status = lab_operation(SPEC.name, env, "status")
+    assert status["instance"]["health"] == "healthy", status["adapter_detail"]["health"]
+
+
 def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluster(cluster):
     """Last: decommission. The home is made once, on the controller, and joined members see it."""
     env = cluster
@@ -286,7 +349,8 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     assert code == 0, result
     detail = result["adapter_detail"]
     assert detail["kept"] == would["would_keep"]
-    assert sorted(e["path"] for e in detail["kept"]["old-ctl"]) == [HOME, LATE_HOME]
+    backups = f"{BACKUPS}/{result['instance']['id']}"
+    assert sorted(e["path"] for e in detail["kept"]["old-ctl"]) == [HOME, LATE_HOME, backups]
     destroyed, previewed = (
         teardown_paths(detail["destroyed"]),
         teardown_paths(would["would_destroy"]),
@@ -296,4 +360,5 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     assert _on("old-w01", f"cat {HOME}/from-a-job.txt").strip() == "old-w02"
     assert _on("old-ctl", "getent passwd labuser late || true").strip() == ""
     remove_planted_links(SPEC.name, LINK_TARGET_BEFORE[0])
-    assert _on("old-ctl", "ls -A /workspace").split() == ["home"]
+    assert _on("old-ctl", "ls -A /workspace").split() == ["home", "slurm-app-backups"]
+    assert len(_on("old-w01", f"ls {backups}").split()) == 2
