@@ -123,6 +123,8 @@ KEPT_KINDS = {
     "jobs": "job directory on the platform's storage: the user's job output",
     "slurm-app-backups": "the cluster's backups on the platform's storage: state, accounting "
     "database, munge key (root's alone)",
+    "slurm-app-archive": "the accounting records slurmdbd purged, archived on the platform's "
+    "storage (sacctmgr load reads them)",
 }
 
 

@@ -43,6 +43,7 @@ HOME = f"{lab_spec.LAB_MOUNT}/home/{lab_spec.LAB_USER['name']}"
 LATE_USER = {"name": "late", "uid": 2002, "gid": 2002}
 LATE_HOME = f"{lab_spec.LAB_MOUNT}/home/late"
 BACKUPS = f"{lab_spec.LAB_MOUNT}/slurm-app-backups"
+ARCHIVE = f"{lab_spec.LAB_MOUNT}/slurm-app-archive"
 BOTH_IDLE = ["old-w01", "idle", "old-w02", "idle"]
 # what the planted link's target looked like before (test_links_a_cluster_user_plants_...)
 LINK_TARGET_BEFORE: list[str] = []
@@ -58,6 +59,7 @@ TEAMS = {
             {"name": "vision", "fairshare": 10, "qos": ["gpu-small"], "users": ["labuser"]}
         ],
         "fair_share": {"weight_qos": 2000},
+        "archive": True,
     },
     "backup": {"interval": "1d", "keep": 2},
 }
@@ -129,6 +131,14 @@ def test_a_full_converge_changes_only_the_records_and_the_teams_are_as_configure
     config = _on("old-ctl", "scontrol show config")
     assert re.search(r"^PriorityType\s+= priority/multifactor$", config, re.M)
     assert re.search(r"^PriorityWeightQOS\s+= 2000$", config, re.M)
+    # what slurmdbd purges goes to the mount first, into a folder slurmdbd alone can open
+    dbd = _on("old-ctl", "sacctmgr show configuration")
+    archive = re.search(rf"^ArchiveDir\s+= ({ARCHIVE}/[-0-9a-f]+)$", dbd, re.M)
+    assert archive, dbd
+    for setting in ("Events", "Jobs", "Resvs", "Steps", "Suspend", "TXN", "Usage"):
+        assert re.search(rf"^Archive{setting}\s+= Yes$", dbd, re.M), setting
+    modes = _on("old-w01", f"stat -c '%U %a' {ARCHIVE} {archive.group(1)}").split("\n")
+    assert modes[:2] == ["root 711", "slurm 700"]
 
     for host in ("old-ctl", "old-w01"):
         _on(host, "rm /var/lib/slurm-app/converged")
@@ -350,7 +360,13 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     detail = result["adapter_detail"]
     assert detail["kept"] == would["would_keep"]
     backups = f"{BACKUPS}/{result['instance']['id']}"
-    assert sorted(e["path"] for e in detail["kept"]["old-ctl"]) == [HOME, LATE_HOME, backups]
+    archive = f"{ARCHIVE}/{result['instance']['id']}"
+    assert sorted(e["path"] for e in detail["kept"]["old-ctl"]) == [
+        HOME,
+        LATE_HOME,
+        archive,
+        backups,
+    ]
     destroyed, previewed = (
         teardown_paths(detail["destroyed"]),
         teardown_paths(would["would_destroy"]),
@@ -360,5 +376,9 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     assert _on("old-w01", f"cat {HOME}/from-a-job.txt").strip() == "old-w02"
     assert _on("old-ctl", "getent passwd labuser late || true").strip() == ""
     remove_planted_links(SPEC.name, LINK_TARGET_BEFORE[0])
-    assert _on("old-ctl", "ls -A /workspace").split() == ["home", "slurm-app-backups"]
+    assert _on("old-ctl", "ls -A /workspace").split() == [
+        "home",
+        "slurm-app-archive",
+        "slurm-app-backups",
+    ]
     assert len(_on("old-w01", f"ls {backups}").split()) == 2

@@ -157,6 +157,7 @@ class SlurmReference(AppAdapter):
                 "slurm_controller_qos": accounting["qos"],
                 "slurm_controller_priority": accounting.get("fair_share") or {},
                 "slurm_controller_accounting_retention": accounting["retention"],
+                "slurm_controller_accounting_archive": accounting["archive"],
                 "slurm_controller_instance_id": str(request.instance.id),
                 "slurm_controller_bundle_version": __version__,
                 "slurm_controller_backup_interval": config["backup"].get("interval", ""),

@@ -58,6 +58,14 @@ def config_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violation]:
                     (*base, "storage", field),
                     f"{field} is for model platform_mount: expected no {field} with model {model}",
                 )
+        accounting = config.get("accounting")
+        if isinstance(accounting, dict) and accounting.get("archive") is True:
+            yield Violation(
+                "config-inconsistent",
+                (*base, "accounting", "archive"),
+                "the archive of purged records goes to the platform's mount: expected "
+                "storage.model platform_mount with accounting.archive",
+            )
         backup = config.get("backup")
         if isinstance(backup, dict) and "interval" in backup:
             yield Violation(
@@ -104,7 +112,7 @@ def _fair_share_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violat
     partitions = config.get("partitions") if isinstance(config.get("partitions"), list) else []
     accounts = accounting.get("accounts") if isinstance(accounting.get("accounts"), list) else []
     if accounting.get("enabled", True) is False:
-        for field in ("accounts", "qos", "fair_share", "retention"):
+        for field in ("accounts", "qos", "fair_share", "retention", "archive"):
             if accounting.get(field):
                 yield Violation(
                     "config-inconsistent",
