@@ -608,40 +608,45 @@ def test_a_backup_reaches_the_control_plane_while_jobs_run_and_leaks_no_key(depl
         "--wrap",
         "true",
     )
-    ran = driver(
-        "run",
-        str(lab_requests.operation_request(SPEC.name, "backup")),
-        env=deployed["env"],
-    )
-    result = events(ran.stdout)[-1]["result"]
-    assert ran.returncode == 0 and result["status"] == "succeeded", result
-    assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl"]
-    detail = result["adapter_detail"]["backup"]
-    assert detail["destination"] == "control_plane" and "path" not in detail
-    manifest = detail["manifest"]
-    instance = result["instance"]["id"]
-    assert manifest["instance_id"] == instance and manifest["cluster_name"] == SPEC.name
-    assert manifest["slurm_version"].startswith("24.11.")
-    folder = deployed["state"] / "backups" / instance / detail["backup_id"]
-    assert folder.stat().st_mode & 0o777 == 0o700 and folder.parent.stat().st_mode & 0o777 == 0o700
-    assert json.loads((folder / "manifest.json").read_text()) == manifest
-    for entry in manifest["files"]:
-        content = (folder / entry["name"]).read_bytes()
-        assert hashlib.sha256(content).hexdigest() == entry["sha256"], entry["name"]
-        assert (folder / entry["name"]).stat().st_mode & 0o077 == 0, entry["name"]
-    with tarfile.open(folder / "state.tar.gz") as tar:
-        job_state = tar.extractfile("var/lib/slurm/slurmctld/job_state")
-        assert job_state is not None
-        saved = job_state.read()
-    # slurmctld's saved queue holds both jobs; accounting, the job that started
-    assert b"backup-probe-running" in saved and b"backup-probe-pending" in saved
-    dump = gzip.decompress((folder / "accounting.sql.gz").read_bytes()).decode()
-    assert "INSERT INTO `e2e_job_table`" in dump
-    assert "'backup-probe-running'" in dump
-    assert on("e2e-ctl", "ls -A /var/lib/slurm-app-backup").strip() == ""
-    # the paused scheduler lost nothing: the running job goes on, the pending one runs after
-    assert on("e2e-ctl", f"squeue -h -j {running} -o %T").strip() == "RUNNING"
-    on("e2e-w01", f"touch {release}")
+    try:
+        ran = driver(
+            "run",
+            str(lab_requests.operation_request(SPEC.name, "backup")),
+            env=deployed["env"],
+        )
+        result = events(ran.stdout)[-1]["result"]
+        assert ran.returncode == 0 and result["status"] == "succeeded", result
+        assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl"]
+        detail = result["adapter_detail"]["backup"]
+        assert detail["destination"] == "control_plane" and "path" not in detail
+        manifest = detail["manifest"]
+        instance = result["instance"]["id"]
+        assert manifest["instance_id"] == instance and manifest["cluster_name"] == SPEC.name
+        assert manifest["slurm_version"].startswith("24.11.")
+        folder = deployed["state"] / "backups" / instance / detail["backup_id"]
+        assert (
+            folder.stat().st_mode & 0o777 == 0o700 and folder.parent.stat().st_mode & 0o777 == 0o700
+        )
+        assert json.loads((folder / "manifest.json").read_text()) == manifest
+        for entry in manifest["files"]:
+            content = (folder / entry["name"]).read_bytes()
+            assert hashlib.sha256(content).hexdigest() == entry["sha256"], entry["name"]
+            assert (folder / entry["name"]).stat().st_mode & 0o077 == 0, entry["name"]
+        with tarfile.open(folder / "state.tar.gz") as tar:
+            job_state = tar.extractfile("var/lib/slurm/slurmctld/job_state")
+            assert job_state is not None
+            saved = job_state.read()
+        # slurmctld's saved queue holds both jobs; accounting, the job that started
+        assert b"backup-probe-running" in saved and b"backup-probe-pending" in saved
+        dump = gzip.decompress((folder / "accounting.sql.gz").read_bytes()).decode()
+        assert "INSERT INTO `e2e_job_table`" in dump
+        assert "'backup-probe-running'" in dump
+        assert on("e2e-ctl", "ls -A /var/lib/slurm-app-backup").strip() == ""
+        # the paused scheduler lost nothing: the running job goes on, the pending one runs after
+        assert on("e2e-ctl", f"squeue -h -j {running} -o %T").strip() == "RUNNING"
+    finally:
+        # released whatever happened: a job left running would hold e2e-w01 for later tests
+        on("e2e-w01", f"touch {release}")
     for job in (running, pending):
         wait_on("e2e-ctl", f"sacct -n -X -j {job} -o State | grep -q COMPLETED")
     munge_key = lab.controller_container(SPEC.name).exec_run(["cat", "/etc/munge/munge.key"]).output

@@ -115,10 +115,16 @@ def test_a_cluster_without_a_mount_refuses_the_mount_and_stages_instead(tmp_path
     config = _config(tmp_path, mount_root=None)
     with pytest.raises(backup.BackupError, match="no platform mount"):
         backup.run(config, "mount")
+    left_behind = tmp_path / "staging" / "20261101T000000Z"
+    left_behind.mkdir(parents=True, mode=0o700)
+    (tmp_path / "staging").chmod(0o700)
+    (left_behind / "munge.key").write_bytes(b"an unfetched copy")
     staged = backup.run(config, "staging")
     assert staged["destination"] == "staging"
     assert Path(staged["path"]).parent == tmp_path / "staging"
-    assert staged["pruned"] == []  # the control plane keeps its own copies
+    # a staged copy a failed run never fetched is gone; the control plane keeps its own
+    assert [p.name for p in (tmp_path / "staging").iterdir()] == [staged["backup_id"]]
+    assert staged["pruned"] == []
 
 
 def test_the_newest_backups_are_kept_and_half_written_ones_removed(tmp_path):

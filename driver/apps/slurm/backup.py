@@ -6,6 +6,7 @@ from typing import Any
 # The manifest's fields the result repeats (its files: name, bytes and sha256 each; never
 # their content, the munge key's included).
 MANIFEST_FIELDS = (
+    "format",
     "backup_id",
     "instance_id",
     "cluster_name",

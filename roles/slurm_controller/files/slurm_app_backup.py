@@ -268,6 +268,9 @@ def run(config: dict[str, Any], to: str) -> dict[str, Any]:
         root, folder = destination(config, to)
         base = open_folder(root, folder)
         try:
+            if to == "staging":
+                # what a run that failed before the control plane fetched it left behind
+                prune(base, 0)
             manifest = take(config, base, backup_id)
             pruned = prune(base, int(config["keep"])) if to == "mount" else []
         finally:
