@@ -27,6 +27,7 @@ from driver.lab import lab
 LAB = "benchbk"
 HOST = f"{LAB}-ctl"
 ARRAY = 1000  # Slurm's default MaxArraySize is 1001
+MAX_JOBS = 10000  # Slurm's default MaxJobCount
 
 
 def job_records() -> int:
@@ -40,6 +41,14 @@ def fill_accounting(records: int) -> float:
     missing = records - job_records()
     while missing > 0:
         size = min(ARRAY, missing)
+        # slurmctld keeps each finished job for MinJobAge (300 s) and counts every array task,
+        # pending ones too, against MaxJobCount (10,000): the next array waits for room
+        on_host(
+            LAB,
+            HOST,
+            f"while [ $(squeue -h -r -t all -o %i | wc -l) -gt {MAX_JOBS - size - 500} ]; "
+            "do sleep 5; done",
+        )
         on_host(
             LAB,
             HOST,
