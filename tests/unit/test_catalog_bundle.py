@@ -338,8 +338,7 @@ def test_every_report_read_is_a_read(accounting):
     variables = {
         "slurm_controller_accounting_enabled": accounting,
         # one case with the platform's mount (where backups go), one without
-        "slurm_common_storage_model": "platform_mount" if accounting else "allocation_local",
-        "slurm_common_storage_mount_path": "/workspace",
+        "slurm_common_facts": {"storage_mount": "/workspace" if accounting else ""},
         # the paths the reads name (the distributions' variables)
         **{
             name: value

@@ -486,6 +486,29 @@ def test_everything_running_is_healthy_and_a_drain_asked_for_is_no_problem():
             "degraded",
             "ctl-01: /var/lib/mysql is on a filesystem 85 % full (/srv; 85 % or more)",
         ),
+        (
+            ("slurm_app_controller", "backup"),
+            {
+                "scheduled": False,
+                "last_success": None,
+                "last_attempt": {"at": "2026-12-01T10:00:00Z", "ok": False, "reason": "x: why"},
+                "overdue": False,
+            },
+            "degraded",
+            "the last backup failed at 2026-12-01T10:00:00Z: x: why",
+        ),
+        (
+            ("slurm_app_controller", "backup"),
+            {
+                "scheduled": True,
+                "interval_s": 3600,
+                "last_success": {"at": "2026-12-01T07:00:00Z", "ok": True, "age_s": 10800},
+                "last_attempt": {"at": "2026-12-01T07:00:00Z", "ok": True},
+                "overdue": True,
+            },
+            "degraded",
+            "no backup succeeded for two intervals (3600 s each; the last one 10800 s ago)",
+        ),
     ],
 )
 def test_what_degrades_or_fails_the_instance_is_named(path, value, classification, problem):

@@ -17,9 +17,9 @@ def health_of(
     request: OperationRequest, reported: dict[str, Any], asked: Collection[str] | None = None
 ) -> dict[str, Any]:
     """healthy / degraded / failed, with the evidence: every daemon's state, the nodes that
-    cannot run jobs and why, accounting, the workers that did not answer, and how full the
-    watched filesystems are. `asked`: the hosts the run asked (a targeted operation's
-    inventory); None: every member was asked."""
+    cannot run jobs and why, accounting, the workers that did not answer, how full the
+    watched filesystems are and how the last backup went. `asked`: the hosts the run asked (a
+    targeted operation's inventory); None: every member was asked."""
     controller = reported.get("slurm_app_controller") or {}
     workers = reported.get("slurm_app_workers") or {}
     services: dict[str, str] = controller.get("services") or {}
@@ -94,7 +94,8 @@ def _backup_problems(backup: dict[str, Any] | None) -> list[str]:
 
 def _disks(reported: dict[str, Any]) -> list[dict[str, Any]]:
     """The watched filesystems, each with the host it is on: the controller's (state,
-    accounting) and the monitoring host's (Prometheus's data)."""
+    accounting, the platform's mount that holds the backups) and the monitoring host's
+    (Prometheus's data)."""
     return [
         {"host": report.get("host"), **disk}
         for report in (reported.get("slurm_app_controller"), reported.get("slurm_app_monitoring"))
