@@ -41,6 +41,9 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+# The bundle's Slurm readers, installed beside this command (slurm_controller's _tasks.yml).
+from slurm_readers.versions import slurm_version
+
 CONFIG = "/etc/slurm-app/backup.json"
 LOCK = "/run/slurm-app-backup.lock"
 # A backup's name: the UTC second it began, so that names sort by age.
@@ -177,10 +180,9 @@ def slurmctld_stopped() -> Iterator[dict[str, Any]]:
         pause["paused_s"] = round(time.monotonic() - started, 3)
 
 
-def slurm_version() -> str:
+def installed_slurm_version() -> str:
     answer = _run("slurmctld", "-V")
-    found = re.search(r"[0-9]+[.][0-9]+[.][0-9]+", answer.stdout)
-    return found.group(0) if found else "unknown"
+    return slurm_version(answer.stdout) if answer.returncode == 0 else "unknown"
 
 
 def _now() -> str:
@@ -214,7 +216,7 @@ def take(config: dict[str, Any], base: int, backup_id: str) -> dict[str, Any]:
             "backup_id": backup_id,
             "instance_id": config["instance_id"],
             "cluster_name": config["cluster_name"],
-            "slurm_version": slurm_version(),
+            "slurm_version": installed_slurm_version(),
             "bundle_version": config["bundle_version"],
             "created_at": _now(),
             "state_from": pause["state_from"],
