@@ -28,6 +28,12 @@ def on_host(lab_name: str, host: str, command: str) -> str:
     return ran.output.decode()
 
 
+def wait_on_host(lab_name: str, host: str, check: str, seconds: int = 60) -> None:
+    """Until the shell check succeeds on the host, at most `seconds`."""
+    loop = f"for i in $(seq {seconds}); do {check} && exit 0; sleep 1; done; exit 1"
+    on_host(lab_name, host, loop)
+
+
 def name_the_gpus(lab_name: str, host: str, model: str, count: int) -> None:
     """An nvidia-smi on the host that names its GPU device files' model, as the driver's
     would: what slurm_worker reads the node's GPU type (and so its feature) from."""

@@ -26,6 +26,7 @@ from lab_tools import (
     platform_env,
     run_request,
     teardown_paths,
+    wait_on_host,
 )
 
 from driver.catalog import credentials_root
@@ -330,8 +331,7 @@ def on(host: str, command: str) -> str:
 
 
 def wait_on(host: str, check: str, seconds: int = 60) -> None:
-    """Until the shell check succeeds on the host, at most `seconds`."""
-    on(host, f"for i in $(seq {seconds}); do {check} && exit 0; sleep 1; done; exit 1")
+    wait_on_host(SPEC.name, host, check, seconds)
 
 
 def operation(

@@ -29,6 +29,7 @@ from lab_tools import (
     remove_planted_links,
     run_request,
     teardown_paths,
+    wait_on_host,
 )
 
 from driver.lab import lab
@@ -270,6 +271,12 @@ def _backups() -> list[str]:
     return _on("old-ctl", f"ls {BACKUPS}/*/").split()
 
 
+def _wait_for_every_node() -> None:
+    """A backup restarts slurmctld; Debian 12's slurmds take seconds to register again, and
+    status would rightly call them unknown until then."""
+    wait_on_host(SPEC.name, "old-ctl", "test -z \"$(sinfo -h -o %t | grep -E 'unk|[*]')\"")
+
+
 def test_scheduled_backups_land_on_the_mount_and_a_failed_one_degrades_status(cluster):
     """The deploy installed the timer (every day, two kept); its service and the backup
     operation write to <mount>/slurm-app-backups/<instance>/, every folder root's and 0700,
@@ -308,6 +315,7 @@ def test_scheduled_backups_land_on_the_mount_and_a_failed_one_degrades_status(cl
     controller = lab.host_container(SPEC.name, "old-ctl")
     assert controller.exec_run(["systemctl", "start", "slurm-app-backup.service"]).exit_code != 0
     _on("old-ctl", f"chmod 0700 {BACKUPS}")
+    _wait_for_every_node()
     code, status = lab_operation(SPEC.name, env, "status")
     assert code == 0 and status["instance"]["health"] == "degraded", status
     health = status["adapter_detail"]["health"]
@@ -319,6 +327,7 @@ def test_scheduled_backups_land_on_the_mount_and_a_failed_one_degrades_status(cl
     assert any(disk["path"] == lab_spec.LAB_MOUNT for disk in health["disks"])
     time.sleep(1)
     _on("old-ctl", "systemctl start slurm-app-backup.service")
+    _wait_for_every_node()
     code, status = lab_operation(SPEC.name, env, "status")
     assert status["instance"]["health"] == "healthy", status["adapter_detail"]["health"]
 
