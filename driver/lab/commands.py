@@ -250,7 +250,8 @@ def add_lab_parser(sub: Any) -> None:
     )
     op.add_argument(
         "--replacement",
-        help="replace_worker: the lab host (started with add-host) that takes the target's place",
+        help="replace_worker, replace_controller: the lab host (started with add-host) that "
+        "takes the target's place",
     )
     op.add_argument(
         "--option",

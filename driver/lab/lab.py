@@ -130,7 +130,17 @@ def host_container(name: str, host: str) -> Any:
 
 
 def controller_container(name: str) -> Any:
-    return host_container(name, f"{name}-ctl")
+    """The controller's container: <name>-ctl, or the host replace_controller moved it to (the
+    placement the lab recorded)."""
+    folder = lab_dir(name)
+    deploy = folder / "deploy.json"
+    if not deploy.is_file():
+        return host_container(name, f"{name}-ctl")
+    request = json.loads(deploy.read_text())
+    controller = request["instance"]["placement_intent"]["controller_allocation_id"]
+    known = request["allocations"] + json.loads((folder / "allocations.json").read_text())
+    host = next(a["hostname"] for a in known if a["id"] == controller)
+    return host_container(name, host)
 
 
 def test_job(name: str) -> str:

@@ -159,13 +159,17 @@ def operation_request(
         {"allocation_id": _target_allocation(name, request, host, operation == "add_worker")}
         for host in hosts
     ]
+    # replace_controller's replacement becomes the controller; replace_worker's a worker
+    component = "controller" if operation == "replace_controller" else "worker"
     if len(refs) == 1:
         request["operation"]["target"] = refs[0]
     elif refs:
         request["operation"]["targets"] = refs
     if replacement is not None:
         request["operation"]["replacement"] = {
-            "allocation_id": _target_allocation(name, request, replacement, joining=True)
+            "allocation_id": _target_allocation(
+                name, request, replacement, joining=True, component=component
+            )
         }
     if options:
         request["operation"]["options"] = options
@@ -174,9 +178,12 @@ def operation_request(
     return path
 
 
-def _target_allocation(name: str, request: dict[str, Any], host: str, joining: bool) -> str:
+def _target_allocation(
+    name: str, request: dict[str, Any], host: str, joining: bool, component: str = "worker"
+) -> str:
     """The allocation of the lab host an operation targets; a host added after the deploy
-    enters the request's members as a worker (pending where the operation joins it)."""
+    enters the request's members as a worker, or as `component` (pending where the operation
+    joins it)."""
     allocation = next((a for a in request["allocations"] if a["hostname"] == host), None)
     if allocation is None:
         hosts = ", ".join(a["hostname"] for a in request["allocations"])
@@ -184,8 +191,8 @@ def _target_allocation(name: str, request: dict[str, Any], host: str, joining: b
     if not any(m["allocation_id"] == allocation["id"] for m in request["members"]):
         request["members"].append(
             {
-                "member_id": f"{name}-worker-{host}",
-                "component_key": "worker",
+                "member_id": f"{name}-{component}-{host}",
+                "component_key": component,
                 "allocation_id": allocation["id"],
                 "status": "pending" if joining else "ready",
             }
@@ -284,6 +291,13 @@ def record_members(name: str, result_file: Path) -> None:
     """After an operation on the lab succeeded, its members as the result gives them: the
     next `lab op` request carries them, as the platform's would."""
     result = json.loads(result_file.read_text())
+    placement = (result.get("adapter_detail") or {}).get("placement_intent")
+    if result.get("status") == "succeeded" and placement:
+        # replace_controller moved the controller: the platform records the new placement
+        deploy = lab_dir(name) / "deploy.json"
+        request = json.loads(deploy.read_text())
+        request["instance"]["placement_intent"] = placement
+        deploy.write_text(json.dumps(request, indent=2) + "\n")
     if result.get("status") == "succeeded":
         members = [
             {k: m[k] for k in ("member_id", "component_key", "allocation_id", "status")}

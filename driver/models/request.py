@@ -92,7 +92,8 @@ class Operation(StrictModel):
     replacement: OperationTargetRef | SkipJsonSchema[None] = Field(
         default=None,
         description="The new allocation that takes the target member's place, for an "
-        "operation whose manifest entry has replacement: true (replace_worker).",
+        "operation whose manifest entry has replacement: true (replace_worker, "
+        "replace_controller).",
     )
     options: dict[str, Any] = Field(
         default_factory=dict, description="Validated against the operation's options_schema."

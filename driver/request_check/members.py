@@ -87,7 +87,21 @@ def placement(rules: Rules) -> dict[UUID, str]:
 
 
 def members(rules: Rules, bound: dict[UUID, str]) -> None:
-    live = [m for m in rules.request.members if m.status is not MemberStatus.REMOVED]
+    # A replacement (replace_worker's, replace_controller's) takes its target's place: it is
+    # counted once the operation made it a member, and the placement names it only after.
+    replacement = rules.request.operation.replacement
+    spec = rules.version.operation(rules.request.operation.type)
+    taking_place = (
+        (replacement.allocation_id, spec.target_component_key)
+        if replacement is not None and spec is not None
+        else None
+    )
+    live = [
+        m
+        for m in rules.request.members
+        if m.status is not MemberStatus.REMOVED
+        and (m.allocation_id, m.component_key) != taking_place
+    ]
     seen: set[tuple[str, UUID]] = set()
     for index, member in enumerate(rules.request.members):
         base: LinePath = ("members", index)
@@ -115,7 +129,11 @@ def members(rules: Rules, bound: dict[UUID, str]) -> None:
             ),
             None,
         )
-        if single is not None and placed_as != member.component_key:
+        if (
+            single is not None
+            and placed_as != member.component_key
+            and (member.allocation_id, member.component_key) != taking_place
+        ):
             rules.add(
                 "member-mismatch",
                 (*base, "allocation_id"),

@@ -82,7 +82,10 @@ def member_statuses(plan: RunPlan, result: Result, failed: bool, reported: dict[
         host = touched.get(member.allocation_id)
         changes = member.allocation_id in targets if targets else host is not None
         if member.allocation_id == replacement_id:
-            status = _replacement_status(plan, member.status, failed, bad_hosts, done)
+            # a host that refused on purpose (replace_controller's check of the backup runs on
+            # the replacement) failed nothing: the replacement is as the refusal found it
+            refused_on = {result.error.host} if deliberate is not None and result.error else set()
+            status = _replacement_status(plan, member.status, failed, bad_hosts - refused_on, done)
         elif deliberate is not None:
             if member.allocation_id in targets and deliberate.target_status is not None:
                 status = deliberate.target_status

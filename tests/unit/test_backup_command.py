@@ -192,3 +192,81 @@ def test_status_is_overdue_after_two_intervals_without_a_success(tmp_path):
     assert backup.status(config, nine + 7201)["overdue"] is True
     # unscheduled backups are never overdue
     assert backup.status({**config, "interval_s": None}, nine + 10**6)["overdue"] is False
+
+
+# replace_controller's check of a backup (roles/slurm_controller/library/slurm_backup_verify.py),
+# on backups the command above wrote.
+verify_module = role_code("slurm_controller", "library", "slurm_backup_verify")
+INSTANCE = "5b0e8a52-3c1d-4f5e-9a21-7d4c2b1e0a01"
+
+
+def _written(tmp_path: Path, count: int = 1) -> tuple[Path, Path, list[str]]:
+    """(mount, the instance's backups folder, backup ids oldest first)."""
+    config = _config(tmp_path)
+    ids = []
+    for index in range(count):
+        taken = backup.take(
+            config,
+            backup.open_folder(config["mount_root"], config["mount_folder"]),
+            f"2026110{index + 1}T000000Z",
+        )
+        ids.append(taken["backup_id"])
+    return Path(config["mount_root"]), Path(config["mount_root"]) / config["mount_folder"], ids
+
+
+def _check(mount: Path, folder: Path, backup_id: str = "", cluster: str = "demo") -> dict:
+    chosen = verify_module.choose(folder, mount, backup_id)
+    return {"path": chosen, "manifest": verify_module.verify(chosen, INSTANCE, cluster)}
+
+
+def test_the_newest_complete_backup_is_chosen_or_the_one_named(tmp_path):
+    mount, folder, ids = _written(tmp_path, 2)
+    (folder / "20261109T000000Z.partial").mkdir(mode=0o700)
+    newest = _check(mount, folder)
+    assert newest["path"].name == ids[-1] and newest["manifest"]["backup_id"] == ids[-1]
+    assert _check(mount, folder, ids[0])["path"].name == ids[0]
+    with pytest.raises(verify_module.Refused, match=r"^\[backup_missing\] no backup 20261108"):
+        _check(mount, folder, "20261108T000000Z")
+    with pytest.raises(verify_module.Refused, match=r"^\[backup_missing\] no backup of this"):
+        _check(mount, mount / "slurm-app-backups" / "another-instance")
+
+
+def test_another_instances_or_clusters_backup_is_a_mismatch_naming_both(tmp_path):
+    mount, folder, _ = _written(tmp_path)
+    with pytest.raises(verify_module.Refused) as refused:
+        _check(mount, folder, cluster="other")
+    assert str(refused.value).startswith("[backup_mismatch]")
+    assert "cluster_name 'demo', this cluster's is 'other'" in str(refused.value)
+    with pytest.raises(verify_module.Refused, match=r"^\[backup_mismatch\] .*instance_id"):
+        verify_module.verify(verify_module.choose(folder, mount, ""), "other-instance", "demo")
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        (lambda f: (f / "munge.key").write_bytes(os.urandom(1024)), "sha256 is not the manifest"),
+        (lambda f: (f / "state.tar.gz").unlink(), "listed in the manifest, missing"),
+        (lambda f: (f / "records.tar.gz").write_bytes(b"short"), "bytes, the manifest says"),
+        (lambda f: (f / "manifest.json").write_text("{"), "not readable as JSON"),
+    ],
+)
+def test_a_backup_that_is_not_as_its_manifest_says_is_corrupt(tmp_path, damage, says):
+    mount, folder, ids = _written(tmp_path)
+    damage(folder / ids[0])
+    with pytest.raises(verify_module.Refused, match=r"^\[backup_corrupt\] ") as refused:
+        _check(mount, folder)
+    assert says in str(refused.value)
+
+
+def test_a_backup_planted_through_a_link_or_an_open_folder_is_refused(tmp_path):
+    mount, folder, ids = _written(tmp_path)
+    planted = tmp_path / "planted"
+    (folder / ids[0]).rename(planted)
+    (folder / "20261109T000000Z").symlink_to(planted)
+    with pytest.raises(verify_module.Refused, match="not a link"):
+        _check(mount, folder)
+    (folder / "20261109T000000Z").unlink()
+    planted.rename(folder / ids[0])
+    folder.chmod(0o755)
+    with pytest.raises(verify_module.Refused, match=rf"^\[backup_corrupt\] {folder}: "):
+        _check(mount, folder)

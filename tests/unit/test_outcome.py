@@ -233,6 +233,62 @@ def test_a_replacement_takes_the_targets_place():
     assert (result.instance["status"], result.instance["health"]) == ("running", "healthy")
 
 
+def test_a_new_controller_takes_the_old_ones_place_and_the_placement_follows():
+    plan = _plan("replace_controller")
+    groups = plan.inventory.groups
+    assert groups["slurm_controller"] == groups["monitoring"] == ["slurm-ctl2"]
+    assert groups["slurm_app_replaced"] == ["slurm-ctl"]
+    assert groups["slurm_workers"] == ["gpu-01", "gpu-02"]
+    assert "slurm_controller_target_node" not in plan.inventory.group_vars
+    result = _outcome(plan, not_reached={"slurm-ctl": "ssh: connect to host: timed out"})
+    assert _statuses(result) == {
+        "m-ctl": "removed",
+        "m-w1": "ready",
+        "m-w2": "ready",
+        "m-ctl2": "ready",
+    }
+    reported = {
+        "slurm_app_controller": {"cluster_name": "research", "nodes": []},
+        "slurm_app_restore": {
+            "backup_id": "20261201T030000Z",
+            "source": "control_plane",
+            "state_from": "2026-12-01T03:00:01Z",
+            "created_at": "2026-12-01T03:00:04Z",
+            "slurm_version": "24.11.5",
+            "bundle_version": "0.1.0",
+            "restored_now": "True",
+        },
+        "slurm_app_not_reached": {"slurm-ctl": "ssh: connect to host: timed out"},
+    }
+    detail = plan.adapter.detail(plan.request, plan.inventory, reported, failed=False)
+    assert detail["restore"]["state_from"] == "2026-12-01T03:00:01Z"
+    assert detail["restore"]["restored_now"] is True
+    new_controller = "3c4d5e6f-7a8b-4c3d-8e4f-404142434445"
+    assert detail["placement_intent"]["controller_allocation_id"] == new_controller
+    assert detail["access_bundle"]["controller"]["address"] == "10.40.0.13"
+    assert [h["host"] for h in detail["not_cleaned"]] == ["slurm-ctl"]
+
+
+def test_a_refused_backup_changes_no_member():
+    plan = _plan("replace_controller")
+    error = _failure(
+        "slurm-ctl2",
+        "host_failed",
+        "Find and check the backup: [backup_mismatch] backup 20261201T030000Z is of "
+        "cluster_name 'other', this cluster's is 'research'",
+    )
+    result = _outcome(plan, failed_hosts={"slurm-ctl2"}, error=error)
+    assert result.error is not None and result.error.code == "backup_mismatch"
+    assert "cluster_name 'other'" in result.error.message
+    assert _statuses(result) == {
+        "m-ctl": "failed",
+        "m-w1": "ready",
+        "m-w2": "ready",
+        "m-ctl2": "pending",
+    }
+    assert (result.instance["status"], result.instance["health"]) == ("running", "unknown")
+
+
 # (failing host, its error code and message, the workers that joined) -> the old worker's and
 # the replacement's status, the result's error code, the instance's health
 REPLACE_FAILURES = {

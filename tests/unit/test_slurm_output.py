@@ -30,7 +30,7 @@ from slurm_readers.hosts import (
 )
 from slurm_readers.jobs import _minutes, slurm_history, slurm_jobs, slurm_tres_gpus
 from slurm_readers.nodes import slurm_gres_gpus, slurm_node_hardware, slurm_nodes, slurm_taking_jobs
-from slurm_readers.versions import slurm_version
+from slurm_readers.versions import slurm_reads_state_of, slurm_version
 
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
 VERSIONS = ["22.05", "24.11"]
@@ -417,3 +417,23 @@ def test_disk_usage_reads_dfs_answer_whatever_the_mount_point_is_called():
         }
     ]
     assert disk_usage("") == []
+
+
+@pytest.mark.parametrize(
+    ("reader", "writer", "reads"),
+    [
+        ("24.11.5", "24.11.2", True),
+        ("24.11.5", "24.05.1", True),
+        ("24.11.5", "23.02.7", True),  # three back from 24.11 (the six-month cycle)
+        ("24.11.5", "22.05.8", False),  # Debian 12's state on Debian 13's controller
+        ("23.11.1", "22.05.8", True),
+        ("23.11.1", "21.08.8", False),  # two back before 24.11
+        ("22.05.8", "24.11.5", False),  # never newer than the reader
+        ("25.11.0", "24.05.4", True),
+        ("26.05.0", "24.05.4", False),
+        ("24.11.5", "24.08.1", False),  # not a release
+        ("24.11.5", "unknown", False),
+    ],
+)
+def test_a_controller_takes_over_state_of_its_release_window(reader, writer, reads):
+    assert slurm_reads_state_of(reader, writer) is reads

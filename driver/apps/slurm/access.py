@@ -7,6 +7,15 @@ from driver.apps.shared import storage_vars
 from driver.models.request import OperationRequest
 
 
+def controller_allocation_id(request: OperationRequest) -> UUID:
+    """Where the controller runs once the operation succeeded: the placement's, or the
+    replacement replace_controller makes the controller."""
+    replacement = request.operation.replacement
+    if request.operation.type == "replace_controller" and replacement is not None:
+        return replacement.allocation_id
+    return UUID(request.instance.placement_intent["controller_allocation_id"])
+
+
 def access_bundle(
     request: OperationRequest,
     controller_report: dict[str, Any],
@@ -16,8 +25,7 @@ def access_bundle(
 ) -> dict[str, Any]:
     """How the customer reaches and checks the cluster. Ports and paths are the ones the roles
     reported (slurm_controller's report.yml, slurm_worker's start.yml), never repeated here."""
-    placement = request.instance.placement_intent
-    controller = request.allocation(UUID(placement["controller_allocation_id"]))
+    controller = request.allocation(controller_allocation_id(request))
     assert controller is not None
     # The customer's own access credential, never the platform's key file or any of its paths.
     ssh = f"ssh -p {controller.ssh_port} {controller.ssh_user}@{controller.address}"

@@ -15,8 +15,8 @@ from driver.apps.shared import (
     storage_vars,
     teardown_data,
 )
-from driver.apps.slurm.access import access_bundle
-from driver.apps.slurm.backup import backup_detail
+from driver.apps.slurm.access import access_bundle, controller_allocation_id
+from driver.apps.slurm.backup import backup_detail, restore_detail
 from driver.apps.slurm.health import health_of
 from driver.apps.slurm.monitoring import monitoring_vars
 from driver.apps.slurm.rules import config_rules, placement_rules
@@ -48,6 +48,7 @@ OPTION_VARS = {
     "reason": "slurm_controller_drain_reason",
     "force": "slurm_controller_remove_force",
     "preview": "slurm_common_clean_preview",
+    "backup_id": "slurm_controller_restore_backup_id",
 }
 PENDING_OPTIONS: dict[str, str] = {}
 # The operations whose playbooks include the monitoring role (drain, resume and the lifecycle
@@ -57,11 +58,17 @@ MONITORING_OPERATIONS = {
     "add_worker",
     "remove_worker",
     "replace_worker",
+    "replace_controller",
     "status",
     "decommission",
 }
 # The operations that prepare workers (slurm_worker's main): where the runtimes are installed.
-JOINING_OPERATIONS = {"deploy", "add_worker", "replace_worker"}
+JOINING_OPERATIONS = {"deploy", "add_worker", "replace_worker", "replace_controller"}
+# Those after which the result reports the workers that joined (add_worker, replace_worker's
+# replacement): one that failed before, or was never reached, is not in the report.
+WORKER_JOINS = {"add_worker", "replace_worker"}
+# replace_controller's refusals of a backup, made before any host changed.
+BACKUP_CODES = ("backup_missing", "backup_mismatch", "backup_corrupt", "backup_incompatible")
 # They go on without a worker whose host does not answer (preflight's slurm_app_may_be_gone)
 LIFECYCLE_OPERATIONS = {"start", "stop", "restart"}
 
@@ -96,11 +103,33 @@ class SlurmReference(AppAdapter):
             None,
             (InstanceStatus.RUNNING, Health.UNKNOWN),
         ),
+        **{
+            code: OperationError(
+                f"replace_controller refused the backup ({meaning}); nothing was changed on "
+                "any host, and a lost controller stays lost",
+                None,
+                (InstanceStatus.RUNNING, Health.UNKNOWN),
+            )
+            for code, meaning in zip(
+                BACKUP_CODES,
+                (
+                    "there is none, or not the one named",
+                    "it is another instance's or cluster's",
+                    "a file is missing or its checksum is not the manifest's",
+                    "the new controller's Slurm release cannot read its state",
+                ),
+                strict=True,
+            )
+        },
         "config_refused": OperationError(
             "the new config cannot be applied to the running cluster; nothing was changed",
             None,
             (InstanceStatus.RUNNING, Health.UNKNOWN),
         ),
+    }
+    status_after: ClassVar[dict[str, MemberStatus | None]] = {
+        **AppAdapter.status_after,
+        "replace_controller": MemberStatus.REMOVED,
     }
     # A backup observes nothing of the cluster's health.
     instance_after: ClassVar[dict[str, tuple[InstanceStatus, Health]]] = {
@@ -169,7 +198,7 @@ class SlurmReference(AppAdapter):
         )
         if request.operation.type in MONITORING_OPERATIONS:
             inventory.group_vars.update(monitoring_vars(request, config["monitoring"]))
-        if request.operation.type == "backup":
+        if request.operation.type in ("backup", "replace_controller"):
             inventory.group_vars["slurm_controller_backup_fetch_dir"] = str(
                 backup_dir(load_site()) / str(request.instance.id)
             )
@@ -185,17 +214,29 @@ class SlurmReference(AppAdapter):
                 inventory.group_vars[OPTION_VARS[option]] = value
         # drain, resume and remove act on one node; a join of several names them in the
         # inventory's slurm_workers
-        if request.operation.target is not None:
+        if (
+            request.operation.target is not None
+            and spec is not None
+            and (spec.target_component_key == "worker")
+        ):
             allocation = request.allocation(request.operation.target.allocation_id)
             if allocation is not None:  # validation guarantees it
                 inventory.group_vars["slurm_controller_target_node"] = allocation.hostname
         # replace_worker: both workers are in slurm_workers; its plays tell them apart
         if request.operation.replacement is not None and request.operation.target is not None:
             hosts = inventory.allocation_hosts
-            inventory.groups["slurm_app_replaced"] = [hosts[request.operation.target.allocation_id]]
+            replaced = hosts[request.operation.target.allocation_id]
+            inventory.groups["slurm_app_replaced"] = [replaced]
             inventory.groups["slurm_app_replacement"] = [
                 hosts[request.operation.replacement.allocation_id]
             ]
+            # replace_controller: the old controller is only the host to stop and clean; every
+            # play that needs the controller finds the new one alone
+            if request.operation.type == "replace_controller":
+                for group in ("slurm_controller", "monitoring"):
+                    inventory.groups[group] = [
+                        host for host in inventory.groups.get(group, []) if host != replaced
+                    ]
 
     def observed_state(
         self, request: OperationRequest, reported: dict[str, Any]
@@ -219,7 +260,7 @@ class SlurmReference(AppAdapter):
     def hosts_done(self, request: OperationRequest, reported: dict[str, Any]) -> set[str] | None:
         # a worker reports its daemons only once it joined (add_worker, replace_worker's
         # replacement): one that failed before, or was never reached, is not in the report
-        if request.operation.type in JOINING_OPERATIONS - {"deploy"}:
+        if request.operation.type in WORKER_JOINS:
             return set(reported.get("slurm_app_workers") or {})
         return None
 
@@ -264,6 +305,14 @@ class SlurmReference(AppAdapter):
             detail["monitoring"] = reported["slurm_app_monitoring"]
         if reported.get("slurm_app_key_rotation"):
             detail["munge_key"] = reported["slurm_app_key_rotation"]
+        if reported.get("slurm_app_restore"):
+            detail["restore"] = restore_detail(reported["slurm_app_restore"])
+            if not failed:
+                # what the platform records as the instance's placement from now on
+                detail["placement_intent"] = {
+                    **request.instance.placement_intent,
+                    "controller_allocation_id": str(controller_allocation_id(request)),
+                }
         if "services" in controller:
             detail["health"] = health_of(request, reported, asked=inventory.hosts)
         detail.update(teardown_data(reported, preview=False))

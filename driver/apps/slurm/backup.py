@@ -34,3 +34,25 @@ def backup_detail(reported: dict[str, Any]) -> dict[str, Any]:
     if reported.get("path"):
         detail["path"] = reported["path"]
     return detail
+
+
+# What replace_controller reports of the backup the new controller was made from
+# (playbooks/replace_controller.yml).
+RESTORE_FIELDS = (
+    "backup_id",
+    "source",
+    "state_from",
+    "created_at",
+    "slurm_version",
+    "bundle_version",
+    "restored_now",
+)
+
+
+def restore_detail(reported: dict[str, Any]) -> dict[str, Any]:
+    """The backup restored and from when its state is: what happened on the cluster after
+    `state_from` (jobs submitted, records written) is not in it. `restored_now` is false where
+    a re-run found the new controller already made from it."""
+    detail = {field: reported.get(field) for field in RESTORE_FIELDS}
+    detail["restored_now"] = str(detail["restored_now"]).lower() == "true"
+    return detail

@@ -8,13 +8,27 @@ from uuid import UUID
 
 from driver.apps.base import Violation
 from driver.documents import LinePath
-from driver.models.request import OperationRequest
+from driver.models.request import MemberStatus, OperationRequest
 from driver.role_code import controller_rules, reserved_accounts, role_filters
 
 
 def placement_rules(request: OperationRequest) -> Iterator[Violation]:
     placement = request.instance.placement_intent
     controller = placement.get("controller_allocation_id")
+    if request.operation.type == "replace_controller" and controller is not None:
+        for member in request.members:
+            if (
+                member.component_key == "worker"
+                and member.allocation_id == UUID(controller)
+                and member.status is not MemberStatus.REMOVED
+            ):
+                yield Violation(
+                    "target-invalid",
+                    ("operation", "target", "allocation_id"),
+                    f"the controller's allocation also runs worker member {member.member_id} "
+                    "(same_node): replace_controller moves a controller that runs no worker "
+                    "(worker_placement separate)",
+                )
     if placement.get("worker_placement") == "separate":
         for index, member in enumerate(request.members):
             if member.component_key == "worker" and member.allocation_id == UUID(controller):

@@ -34,6 +34,7 @@ class FilterModule:
             "slurm_command": commands.slurm_command,
             "slurm_command_forms": commands.slurm_command_forms,
             "slurm_version": versions.slurm_version,
+            "slurm_reads_state_of": versions.slurm_reads_state_of,
             "slurm_unit_states": hosts.slurm_unit_states,
             "slurm_unit_states_command": hosts.slurm_unit_states_command,
             "du_sizes": hosts.du_sizes,
