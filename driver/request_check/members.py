@@ -129,9 +129,12 @@ def members(rules: Rules, bound: dict[UUID, str]) -> None:
             ),
             None,
         )
+        # a removed member stays in the request as history: a controller replace_controller
+        # took out is no longer where the placement puts the controller
         if (
             single is not None
             and placed_as != member.component_key
+            and member.status is not MemberStatus.REMOVED
             and (member.allocation_id, member.component_key) != taking_place
         ):
             rules.add(

@@ -1,5 +1,6 @@
 """What the end-to-end modules share: a lab host's shell, the driver as the platform runs it."""
 
+import base64
 import importlib.util
 import io
 import json
@@ -26,6 +27,18 @@ def on_host(lab_name: str, host: str, command: str) -> str:
     ran = lab.host_container(lab_name, host).exec_run(["/bin/bash", "-c", command])
     assert ran.exit_code == 0, (command, ran.output.decode())
     return ran.output.decode()
+
+
+def host_fingerprint(lab_name: str, host: str) -> str:
+    """What a refused operation must leave as it was on a host: packages, accounts, Slurm's
+    configuration, the bundle's records and what is on the platform's mount."""
+    return on_host(
+        lab_name,
+        host,
+        "dpkg -l | grep -E 'slurm|munge' | awk '{print $2, $3}'; getent passwd labuser; "
+        "sha256sum /etc/slurm/*.conf /var/lib/slurm-app/* 2>/dev/null; "
+        "ls -A /workspace 2>/dev/null; true",
+    )
 
 
 def wait_on_host(lab_name: str, host: str, check: str, seconds: int = 60) -> None:
@@ -496,3 +509,105 @@ def check_homes_are_their_users_alone(
         assert on_host(lab_name, host, f"stat -c %a {home}").strip() == "700", host
         denied = on_host(lab_name, host, f"runuser -u {other} -- ls {home} 2>&1 || true")
         assert "Permission denied" in denied, (host, denied)
+
+
+def _as_lab_user(lab_name: str, host: str, command: str) -> str:
+    user = lab_spec.LAB_USER["name"]
+    return on_host(lab_name, host, f"cd /tmp && runuser -u {user} -- {command}").strip()
+
+
+def _accounting_view(lab_name: str, host: str) -> dict[str, str]:
+    """What a restore must bring back as it was: associations, QoS, fair-share shares."""
+    return {
+        "associations": on_host(
+            lab_name, host, "sacctmgr -n -P show assoc format=account,user,fairshare,qos"
+        ),
+        "qos": on_host(lab_name, host, "sacctmgr -n -P show qos format=name,priority,maxtrespu"),
+        "shares": on_host(lab_name, host, "sshare -a -n -P -o Account,User,RawShares"),
+    }
+
+
+def prometheus_targets(lab_name: str, host: str) -> dict[tuple[str, str], str]:
+    """The monitoring host's Prometheus's active targets: (job, node) -> health."""
+    script = (
+        "import json, urllib.request; print(json.dumps([[t['labels']['job'], "
+        "t['labels'].get('node'), t['health']] for t in json.load(urllib.request.urlopen("
+        "'http://127.0.0.1:9090/api/v1/targets'))['data']['activeTargets']]))"
+    )
+    found = json.loads(on_host(lab_name, host, f'python3 -c "{script}"'))
+    return {(job, node): health for job, node, health in found}
+
+
+def check_controller_replacement(
+    lab_name: str, env: dict[str, str], old: str, new: str, worker: str
+) -> dict:
+    """The recovery the platform runs when a controller is lost: a finished job, a job running
+    on `worker` and one pending behind it; a backup; the old controller's container killed;
+    replace_controller onto `new` (started beforehand, so that it cannot take the dead one's
+    address). Then the running job completes and is recorded, the pending one runs, the
+    finished one is still in sacct, associations, QoS and shares are as they were, every
+    worker answers the new controller, its Prometheus scrapes every member, and the munge key
+    is in no result and no file of the driver's state but the backups. Returns the result."""
+    release = "/tmp/release-replacement-job"
+    finished = _as_lab_user(lab_name, old, "sbatch --parsable -W -o /dev/null --wrap true")
+    waits = f"'until [ -e {release} ]; do sleep 1; done'"
+    running = _as_lab_user(
+        lab_name, old, f"sbatch --parsable -o /dev/null -w {worker} -J outlives --wrap {waits}"
+    )
+    wait_on_host(lab_name, old, f"squeue -h -j {running} -t R | grep -q .")
+    pending = _as_lab_user(
+        lab_name, old, f"sbatch --parsable -o /dev/null -d afterok:{running} --wrap true"
+    )
+    before = _accounting_view(lab_name, old)
+    code, backup = lab_operation(lab_name, env, "backup")
+    assert code == 0, backup
+    key = on_host(lab_name, worker, "base64 -w0 /etc/munge/munge.key")
+    kill_host(lab_name, old)
+    code, result = lab_operation(lab_name, env, "replace_controller", old, replacement=new)
+    assert code == 0, result
+    detail = result["adapter_detail"]
+    statuses = {m["allocation_id"]: m["status"] for m in result["members"]}
+    allocations = {
+        a["hostname"]: a["id"]
+        for a in json.loads((lab_spec.lab_dir(lab_name) / "allocations.json").read_text())
+    }
+    assert statuses[allocations[old]] == "removed" and statuses[allocations[new]] == "ready"
+    assert detail["restore"]["backup_id"] == backup["adapter_detail"]["backup"]["backup_id"]
+    assert (
+        detail["restore"]["state_from"]
+        == backup["adapter_detail"]["backup"]["manifest"]["state_from"]
+    )
+    assert detail["placement_intent"]["controller_allocation_id"] == allocations[new]
+    assert detail["access_bundle"]["controller"]["hostname"] == new
+    assert [entry["host"] for entry in detail["not_cleaned"]] == [old]
+    assert result["instance"]["health"] == "healthy", result["instance"]
+    # the job that ran through the loss completes now, on the new controller's records
+    assert on_host(lab_name, new, f"squeue -h -j {running} -o %T").strip() == "RUNNING"
+    on_host(lab_name, worker, f"touch {release}")
+    for job in (running, pending):
+        wait_on_host(lab_name, new, f"sacct -n -X -j {job} -o State | grep -q COMPLETED", 90)
+    assert on_host(lab_name, new, f"sacct -n -X -j {finished} -o State").strip() == "COMPLETED"
+    assert _accounting_view(lab_name, new) == before
+    nodes = on_host(lab_name, new, "sinfo -h -N -o '%N %T'").split()
+    assert nodes[1::2] == ["idle"] * (len(nodes) // 2), nodes
+    # Prometheus on the new controller scrapes every member's node_exporter and the Slurm
+    # exporter; the first scrape comes within an interval of the deploy
+    wanted = {("node", host): "up" for host in [new, *nodes[0::2]]} | {("slurm", new): "up"}
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        targets = prometheus_targets(lab_name, new)
+        if {target: targets.get(target) for target in wanted} == wanted:
+            break
+        time.sleep(3)
+    assert {target: targets.get(target) for target in wanted} == wanted, targets
+    # the key is the cluster's, on the new controller too, and in no output
+    assert on_host(lab_name, new, "base64 -w0 /etc/munge/munge.key") == key
+    raw = base64.b64decode(key)
+    state = Path(env["SLURM_APP_STATE_DIR"])
+    for secret in (key, raw.hex(), raw[100:160]):
+        needle = secret if isinstance(secret, bytes) else secret.encode()
+        assert needle not in json.dumps(result).encode()
+        for path in state.rglob("*"):
+            if path.is_file() and "backups" not in path.relative_to(state).parts:
+                assert needle not in path.read_bytes(), path
+    return result

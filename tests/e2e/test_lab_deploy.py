@@ -17,6 +17,7 @@ from conftest import VENV, console_script
 from lab_tools import (
     WebhookSink,
     check_a_hostile_job_name_is_read_as_a_name,
+    check_controller_replacement,
     check_gpu_job_mapping,
     check_homes_are_their_users_alone,
     kill_host,
@@ -976,10 +977,23 @@ TEARDOWN_PATHS = (
 )
 
 
+def test_a_lost_controller_is_replaced_from_the_control_plane_backup(deployed):
+    """Without a platform mount: the backup the driver fetched is copied onto the new
+    controller, restored, and the copy removed from it (lab_tools has the checks)."""
+    lab.add_host(SPEC.name, "e2e-c2")
+    result = check_controller_replacement(
+        SPEC.name, deployed["env"], "e2e-ctl", "e2e-c2", "e2e-w01"
+    )
+    assert result["adapter_detail"]["restore"]["source"] == "control_plane"
+    assert on("e2e-c2", "ls -A /var/lib/slurm-app-restore 2>/dev/null || true") == ""
+
+
 def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
     """Last but one: the cluster is gone afterwards. Its preview first lists, with sizes, the
     very paths the decommission then destroys, and changes nothing. e2e-w02's container is
     killed first: both leave it out, the decommission completes and names it not cleaned."""
+    # the controller replace_controller moved to
+    ctl = lab.controller_container(SPEC.name).labels[f"{LABEL}.host"]
     kill_host(SPEC.name, "e2e-w02")
     members = json.loads((lab_spec.lab_dir(SPEC.name) / "members.json").read_text())
     code, preview = operation(deployed, "decommission", preview=True)
@@ -988,10 +1002,10 @@ def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
     # the members as the request sent them (the removed workers too)
     assert _member_statuses(preview) == _member_statuses({"members": members})
     would = preview["adapter_detail"]["would_destroy"]
-    assert {e["path"] for e in would["e2e-ctl"]} >= {"/home/labuser", "/var/lib/mysql"}
+    assert {e["path"] for e in would[ctl]} >= {"/home/labuser", "/var/lib/mysql"}
     assert "kept" not in preview["adapter_detail"] and "would_keep" not in preview["adapter_detail"]
     assert [h["host"] for h in preview["adapter_detail"]["not_cleaned"]] == ["e2e-w02"]
-    assert on("e2e-ctl", "systemctl is-active slurmctld mariadb munge").split() == ["active"] * 3
+    assert on(ctl, "systemctl is-active slurmctld mariadb munge").split() == ["active"] * 3
     code, result = operation(deployed, "decommission")
     assert code == 0, result
     destroyed, previewed = (
@@ -1002,14 +1016,14 @@ def test_decommission_removes_everything_and_says_what_was_destroyed(deployed):
     assert result["instance"]["status"] == "deleted"
     assert set(_member_statuses(result).values()) == {"removed"}
     destroyed = result["adapter_detail"]["destroyed"]
-    held = {e["path"]: e["held"] for e in destroyed["e2e-ctl"]}
+    held = {e["path"]: e["held"] for e in destroyed[ctl]}
     assert held["/var/lib/mysql"].startswith("accounting database")
     assert held["/home/labuser"].startswith("home directory")
     assert held["/var/lib/prometheus"] == "Prometheus's metrics history"
-    assert set(destroyed) == {"e2e-ctl", "e2e-w01", "e2e-w06", "e2e-w07", "e2e-w08"}
+    assert set(destroyed) == {ctl, "e2e-w01", "e2e-w06", "e2e-w07", "e2e-w08"}
     [left] = result["adapter_detail"]["not_cleaned"]
     assert left["host"] == "e2e-w02" and left["reason"], left
-    for host in ("e2e-ctl", "e2e-w01", "e2e-w06", "e2e-w07", "e2e-w08"):
+    for host in (ctl, "e2e-w01", "e2e-w06", "e2e-w07", "e2e-w08"):
         packages = on(host, "dpkg -l | grep -iE 'slurm|munge|mariadb|mysql|prometheus' || true")
         assert packages.strip() == "", (host, packages)
         left = on(host, f"ls -d {TEARDOWN_PATHS} 2>/dev/null || true")

@@ -19,9 +19,11 @@ import yaml
 from conftest import ROOT, console_script
 from lab_tools import (
     check_a_hostile_job_name_is_read_as_a_name,
+    check_controller_replacement,
     check_gpu_job_mapping,
     check_homes_are_their_users_alone,
     check_typed_tasks,
+    host_fingerprint,
     lab_operation,
     on_host,
     plant_links_on_the_mount,
@@ -44,6 +46,8 @@ HOME = f"{lab_spec.LAB_MOUNT}/home/{lab_spec.LAB_USER['name']}"
 LATE_USER = {"name": "late", "uid": 2002, "gid": 2002}
 LATE_HOME = f"{lab_spec.LAB_MOUNT}/home/late"
 BACKUPS = f"{lab_spec.LAB_MOUNT}/slurm-app-backups"
+# the host test_a_lost_controller_is_replaced_from_the_mount_on_22_05 makes the controller
+NEW_CONTROLLER = "old-c2"
 ARCHIVE = f"{lab_spec.LAB_MOUNT}/slurm-app-archive"
 BOTH_IDLE = ["old-w01", "idle", "old-w02", "idle"]
 # what the planted link's target looked like before (test_links_a_cluster_user_plants_...)
@@ -83,17 +87,6 @@ def cluster(docker_engine, tmp_path_factory):
     assert result["adapter_detail"]["daemon_versions"]["slurmctld"].startswith("22.05.")
     yield env
     lab.down(SPEC.name)
-
-
-def _fingerprint(host: str) -> str:
-    """What a refused operation must leave as it was on a host: packages, accounts, Slurm's
-    configuration and the bundle's records."""
-    return _on(
-        host,
-        "dpkg -l | grep -E 'slurm|munge' | awk '{print $2, $3}'; getent passwd labuser; "
-        "sha256sum /etc/slurm/*.conf /var/lib/slurm-app/* 2>/dev/null; "
-        "ls -A /workspace 2>/dev/null; true",
-    )
 
 
 def _daemon_log_findings() -> list[str]:
@@ -157,13 +150,13 @@ def test_a_full_converge_changes_only_the_records_and_the_teams_are_as_configure
 def test_a_member_without_the_platform_mount_is_refused_before_anything_changes(cluster):
     env = cluster
     lab.add_host(SPEC.name, "old-w03", storage=False)
-    before = {host: _fingerprint(host) for host in ("old-ctl", "old-w01", "old-w03")}
+    before = {host: host_fingerprint(SPEC.name, host) for host in ("old-ctl", "old-w01", "old-w03")}
     code, result = lab_operation(SPEC.name, env, "add_worker", "old-w03")
     assert code == 1, result
     assert result["error"]["code"] == "storage_not_shared", result["error"]
     assert "old-w03: /workspace is not a mount point" in result["error"]["message"]
     assert result["changed"] == 0
-    assert {host: _fingerprint(host) for host in before} == before
+    assert {host: host_fingerprint(SPEC.name, host) for host in before} == before
     assert _on("old-ctl", "sinfo -h -N -o %N").split() == ["old-w01"]
 
 
@@ -332,17 +325,28 @@ def test_scheduled_backups_land_on_the_mount_and_a_failed_one_degrades_status(cl
     assert status["instance"]["health"] == "healthy", status["adapter_detail"]["health"]
 
 
+def test_a_lost_controller_is_replaced_from_the_mount_on_22_05(cluster):
+    """The replacement on Debian 12, from the scheduled backups' folder (lab_tools has the
+    checks); the archive's folder on the mount is the new slurmdbd's too."""
+    lab.add_host(SPEC.name, NEW_CONTROLLER)
+    result = check_controller_replacement(SPEC.name, cluster, "old-ctl", NEW_CONTROLLER, "old-w01")
+    assert result["adapter_detail"]["restore"]["slurm_version"].startswith("22.05.")
+    archive = _on(NEW_CONTROLLER, "sacctmgr -n -P show configuration | grep -i '^ArchiveDir'")
+    assert f"{ARCHIVE}/{result['instance']['id']}" in archive
+
+
 def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluster(cluster):
-    """Last: decommission. The home is made once, on the controller, and joined members see it."""
+    """Last: decommission. The home is made once, on the controller, and joined members see it
+    (the controller the replacement made)."""
     env = cluster
-    for host in ("old-ctl", "old-w01", "old-w02"):
+    for host in (NEW_CONTROLLER, "old-w01", "old-w02"):
         assert _on(host, "getent passwd labuser").split(":")[5] == HOME
     _on(
-        "old-ctl",
+        NEW_CONTROLLER,
         f"cd {HOME} && runuser -u labuser -- sbatch -W -w old-w02 -o out-%j.txt "
         "--wrap 'hostname > from-a-job.txt'",
     )
-    for host in ("old-ctl", "old-w01", "old-w02"):
+    for host in (NEW_CONTROLLER, "old-w01", "old-w02"):
         assert _on(host, f"cat {HOME}/from-a-job.txt").strip() == "old-w02"
 
     code, result = lab_operation(SPEC.name, env, "remove_worker", "old-w02")
@@ -362,7 +366,7 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     assert preview["changed"] == 0 and preview["instance"]["status"] == "unchanged"
     assert {m["member_id"]: m["status"] for m in preview["members"]} == members
     would = preview["adapter_detail"]
-    assert _on("old-ctl", "systemctl is-active slurmctld").strip() == "active"
+    assert _on(NEW_CONTROLLER, "systemctl is-active slurmctld").strip() == "active"
 
     code, result = lab_operation(SPEC.name, env, "decommission")
     assert code == 0, result
@@ -370,7 +374,7 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     assert detail["kept"] == would["would_keep"]
     backups = f"{BACKUPS}/{result['instance']['id']}"
     archive = f"{ARCHIVE}/{result['instance']['id']}"
-    assert sorted(e["path"] for e in detail["kept"]["old-ctl"]) == [
+    assert sorted(e["path"] for e in detail["kept"][NEW_CONTROLLER]) == [
         HOME,
         LATE_HOME,
         archive,
@@ -383,9 +387,9 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     assert destroyed == previewed, (destroyed, previewed)
     # the platform's storage still holds the job's output; the cluster's accounts are gone
     assert _on("old-w01", f"cat {HOME}/from-a-job.txt").strip() == "old-w02"
-    assert _on("old-ctl", "getent passwd labuser late || true").strip() == ""
+    assert _on(NEW_CONTROLLER, "getent passwd labuser late || true").strip() == ""
     remove_planted_links(SPEC.name, LINK_TARGET_BEFORE[0])
-    assert _on("old-ctl", "ls -A /workspace").split() == [
+    assert _on(NEW_CONTROLLER, "ls -A /workspace").split() == [
         "home",
         "slurm-app-archive",
         "slurm-app-backups",

@@ -12,9 +12,10 @@ description:
     is never chosen.
   - Checks that its manifest names this instance and cluster, and that every file it lists is
     there, a regular file, of the size and sha256 the manifest says.
-  - A refusal fails the module with a message that starts with the driver's error code
-    ([backup_mismatch], [backup_corrupt], [backup_missing]) and names what differs. Reads only;
-    check mode runs it too.
+  - A backup that must not be restored is not an error of the module: it returns I(refusal),
+    a message that starts with the driver's error code ([backup_mismatch], [backup_corrupt],
+    [backup_missing]) and names what differs, for a C(fail) task to report (the driver takes
+    a code only from a fail or assert task). Reads only; check mode runs it too.
   - I(trusted) names the folder the backups' folders must be below: every folder from there
     down must be a folder (not a link) of the user the module runs as (root on a host, the
     driver's user on the control plane), 0700: a cluster user who can write the platform's
@@ -43,6 +44,10 @@ options:
 """
 
 RETURN = r"""
+refusal:
+  description: Why the backup must not be restored, starting with the error code.
+  type: str
+  returned: when refused
 backup_id:
   description: The backup chosen.
   type: str
@@ -174,9 +179,9 @@ def main() -> None:
         chosen = choose(Path(params["folder"]), Path(params["trusted"]), params["backup_id"])
         manifest = verify(chosen, params["instance_id"], params["cluster_name"])
     except Refused as exc:
-        module.fail_json(msg=str(exc))
+        module.exit_json(changed=False, refusal=str(exc))
     except OSError as exc:
-        module.fail_json(msg=f"[backup_corrupt] {exc.filename}: {exc.strerror}")
+        module.exit_json(changed=False, refusal=f"[backup_corrupt] {exc.filename}: {exc.strerror}")
     module.exit_json(changed=False, backup_id=chosen.name, path=str(chosen), manifest=manifest)
 
 
