@@ -47,14 +47,22 @@ def tenant_boundary(rules: Rules) -> None:
     )
     rules.duplicates([m.member_id for m in rules.request.members], ("members",), "member_id")
     # One host, one allocation: a second allocation at the controller's address (or with
-    # its host key) would run a worker's teardown on the controller.
+    # its host key) would run a worker's teardown on the controller. An allocation only removed
+    # members held is history no run reaches: a new one may have its address (a cloud gives a
+    # released address out again) or its host's keys.
+    history = _history(rules)
     rules.duplicates(
-        [canonical_address(a.address) for a in rules.request.allocations],
+        [
+            f"history {a.id}" if a.id in history else canonical_address(a.address)
+            for a in rules.request.allocations
+        ],
         ("allocations",),
         "address",
     )
     owner: dict[str, int] = {}
     for index, allocation in enumerate(rules.request.allocations):
+        if allocation.id in history:
+            continue
         for k_index, key in enumerate(dict.fromkeys(allocation.ssh_host_keys)):
             first = owner.setdefault(key, index)
             if first != index:
@@ -63,6 +71,17 @@ def tenant_boundary(rules: Rules) -> None:
                     ("allocations", index, "ssh_host_keys", k_index),
                     f"the host key is also allocations[{first}]'s: one host, one allocation",
                 )
+
+
+def _history(rules: Rules) -> set[UUID]:
+    """The allocations every member of which is removed, and that the operation does not name
+    (as its target or replacement)."""
+    request = rules.request
+    live = {m.allocation_id for m in request.members if m.status is not MemberStatus.REMOVED}
+    named = set(request.operation.target_ids)
+    if request.operation.replacement is not None:
+        named.add(request.operation.replacement.allocation_id)
+    return {m.allocation_id for m in request.members} - live - named
 
 
 def placement(rules: Rules) -> dict[UUID, str]:

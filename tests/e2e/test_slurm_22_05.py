@@ -46,7 +46,7 @@ HOME = f"{lab_spec.LAB_MOUNT}/home/{lab_spec.LAB_USER['name']}"
 LATE_USER = {"name": "late", "uid": 2002, "gid": 2002}
 LATE_HOME = f"{lab_spec.LAB_MOUNT}/home/late"
 BACKUPS = f"{lab_spec.LAB_MOUNT}/slurm-app-backups"
-# the host test_a_lost_controller_is_replaced_from_the_mount_on_22_05 makes the controller
+# the host test_a_controller_is_replaced_from_the_mount_on_22_05_... makes the controller
 NEW_CONTROLLER = "old-c2"
 ARCHIVE = f"{lab_spec.LAB_MOUNT}/slurm-app-archive"
 BOTH_IDLE = ["old-w01", "idle", "old-w02", "idle"]
@@ -325,11 +325,15 @@ def test_scheduled_backups_land_on_the_mount_and_a_failed_one_degrades_status(cl
     assert status["instance"]["health"] == "healthy", status["adapter_detail"]["health"]
 
 
-def test_a_lost_controller_is_replaced_from_the_mount_on_22_05(cluster):
+def test_a_controller_is_replaced_from_the_mount_on_22_05_and_the_old_one_cleaned(cluster):
     """The replacement on Debian 12, from the scheduled backups' folder (lab_tools has the
-    checks); the archive's folder on the mount is the new slurmdbd's too."""
+    checks), with the old controller still answering: it is stopped first and cleaned last.
+    No job runs through it (22.05's slurmstepd keeps the old controller's address). The
+    archive's folder on the mount is the new slurmdbd's too."""
     lab.add_host(SPEC.name, NEW_CONTROLLER)
-    result = check_controller_replacement(SPEC.name, cluster, "old-ctl", NEW_CONTROLLER, "old-w01")
+    result = check_controller_replacement(
+        SPEC.name, cluster, "old-ctl", NEW_CONTROLLER, "old-w01", lost=False, running_through=False
+    )
     assert result["adapter_detail"]["restore"]["slurm_version"].startswith("22.05.")
     archive = _on(NEW_CONTROLLER, "sacctmgr -n -P show configuration | grep -i '^ArchiveDir'")
     assert f"{ARCHIVE}/{result['instance']['id']}" in archive
