@@ -291,16 +291,26 @@ def record_members(name: str, result_file: Path) -> None:
     """After an operation on the lab succeeded, its members as the result gives them: the
     next `lab op` request carries them, as the platform's would."""
     result = json.loads(result_file.read_text())
+    if result.get("status") != "succeeded":
+        return
+    folder = lab_dir(name)
+    members = [
+        {k: m[k] for k in ("member_id", "component_key", "allocation_id", "status")}
+        for m in result["members"]
+    ]
+    (folder / "members.json").write_text(json.dumps(members, indent=2) + "\n")
     placement = (result.get("adapter_detail") or {}).get("placement_intent")
-    if result.get("status") == "succeeded" and placement:
-        # replace_controller moved the controller: the platform records the new placement
-        deploy = lab_dir(name) / "deploy.json"
+    if placement:
+        # replace_controller moved the controller: the platform's next deploy request carries
+        # the new placement, the members as they are and the new controller's allocation
+        deploy = folder / "deploy.json"
         request = json.loads(deploy.read_text())
         request["instance"]["placement_intent"] = placement
-        deploy.write_text(json.dumps(request, indent=2) + "\n")
-    if result.get("status") == "succeeded":
-        members = [
-            {k: m[k] for k in ("member_id", "component_key", "allocation_id", "status")}
-            for m in result["members"]
+        request["members"] = members
+        known = {a["id"] for a in request["allocations"]}
+        request["allocations"] += [
+            a
+            for a in json.loads((folder / "allocations.json").read_text())
+            if a["id"] not in known and any(m["allocation_id"] == a["id"] for m in members)
         ]
-        (lab_dir(name) / "members.json").write_text(json.dumps(members, indent=2) + "\n")
+        deploy.write_text(json.dumps(request, indent=2) + "\n")
