@@ -89,6 +89,18 @@ def run_request(path: Path, env: dict[str, str], venv: Path = VENV) -> tuple[int
     return ran.returncode, lines[-1]["result"]
 
 
+def deploy_lab(spec: lab_spec.LabSpec, env: dict[str, str], config: dict) -> dict:
+    """A fresh lab deployed through the driver, `config` laid over the lab's own; the result."""
+    lab.down(spec.name)
+    path = lab.up(spec)
+    request = json.loads(path.read_text())
+    request["instance"]["config"].update(config)
+    path.write_text(json.dumps(request))
+    code, result = run_request(path, env)
+    assert code == 0, result
+    return result
+
+
 def lab_operation(
     lab_name: str,
     env: dict[str, str],

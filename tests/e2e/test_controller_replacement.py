@@ -3,16 +3,14 @@ the driver by its full path, real daemons in systemd containers. The refusals fi
 old controller still running and nothing changed anywhere; then the old controller's container
 is killed and a new host becomes the controller (lab_tools.check_controller_replacement)."""
 
-import json
-
 import pytest
 from lab_tools import (
     check_controller_replacement,
+    deploy_lab,
     host_fingerprint,
     lab_operation,
     on_host,
     platform_env,
-    run_request,
     wait_on_host,
 )
 
@@ -41,13 +39,7 @@ TEAMS = {
 @pytest.fixture(scope="module")
 def cluster(docker_engine, tmp_path_factory):
     env = platform_env(tmp_path_factory.mktemp("driver-state"))
-    lab.down(SPEC.name)
-    path = lab.up(SPEC)
-    request = json.loads(path.read_text())
-    request["instance"]["config"].update(TEAMS)
-    path.write_text(json.dumps(request))
-    code, result = run_request(path, env)
-    assert code == 0, result
+    result = deploy_lab(SPEC, env, TEAMS)
     # the new host starts while the old controller holds its address
     lab.add_host(SPEC.name, NEW)
     yield {"env": env, "instance": result["instance"]["id"]}

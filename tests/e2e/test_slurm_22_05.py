@@ -23,13 +23,13 @@ from lab_tools import (
     check_gpu_job_mapping,
     check_homes_are_their_users_alone,
     check_typed_tasks,
+    deploy_lab,
     host_fingerprint,
     lab_operation,
     on_host,
     plant_links_on_the_mount,
     platform_env,
     remove_planted_links,
-    run_request,
     teardown_paths,
     wait_on_host,
 )
@@ -77,13 +77,7 @@ def _on(host: str, command: str) -> str:
 @pytest.fixture(scope="module")
 def cluster(docker_engine, tmp_path_factory):
     env = platform_env(tmp_path_factory.mktemp("driver-state"))
-    lab.down(SPEC.name)
-    path = lab.up(SPEC)
-    request = json.loads(path.read_text())
-    request["instance"]["config"].update(TEAMS)
-    path.write_text(json.dumps(request))
-    code, result = run_request(path, env)
-    assert code == 0, result
+    result = deploy_lab(SPEC, env, TEAMS)
     assert result["adapter_detail"]["daemon_versions"]["slurmctld"].startswith("22.05.")
     yield env
     lab.down(SPEC.name)
