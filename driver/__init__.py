@@ -1,3 +1,3 @@
 """Driver for the Slurm reference app bundle: validates platform requests and runs playbooks."""
 
-__version__ = "0.1.0"
+__version__ = "1.1.0"

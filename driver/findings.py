@@ -66,6 +66,8 @@ HINTS: dict[str, str] = {
     "ui-incomplete": "give the UI an endpoint with auth, or at least one tab",
     "unknown-app": "the catalog has no manifest with this slug",
     "unknown-version": "the manifest has no such version",
+    "upgrade-path": "an upgrade goes to a version whose upgrade_from lists the instance's; "
+    "a rollback back to one of those",
     "unknown-operation": "the version's operations list the supported types",
     "inline-secret": "pass secrets as files: credentials.*_file, or a *_ref name resolved "
     "inside credentials.secrets_dir",

@@ -38,6 +38,10 @@ class Inventory:
     allocation_hosts: dict[UUID, str] = field(default_factory=dict)
     # host name -> its known_hosts lines: the only keys SSH accepts from it
     known_hosts: dict[str, list[str]] = field(default_factory=dict)
+    # What a play keyword reads (upgrade's `serial`): Ansible templates play keywords before any
+    # inventory variable exists, so these go as extra vars. Integers only: an extra var is
+    # templated, and nothing from a request may be.
+    extra_vars: dict[str, int] = field(default_factory=dict)
 
     def add(self, allocation: Allocation, groups: list[str], key_file: str) -> None:
         name = allocation.hostname

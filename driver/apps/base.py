@@ -60,6 +60,9 @@ class AppAdapter:
         "stop": MemberStatus.STOPPED,
         "decommission": MemberStatus.REMOVED,
         "status": None,
+        # members stay as they were (a drained node stays drained through both)
+        "upgrade": None,
+        "rollback": None,
     }
     # The operations that end an operator's drain: every other one that leaves members ready
     # (a deploy, a start, a restart) leaves a drained or draining member as it was, as Slurm

@@ -88,7 +88,7 @@ def deploy_request(spec: LabSpec, hosts: list[LabHost], key: Path) -> dict[str, 
         "instance": {
             "id": lab_uuid(spec, "instance"),
             "app_slug": "slurm-reference",
-            "version": "1.0",
+            "version": "1.1.0",
             "name": f"{spec.name}-slurm",
             "config": {
                 "cluster_name": spec.name,
@@ -252,7 +252,7 @@ def portal_request(
         "instance": {
             "id": instance_id,
             "app_slug": "open-ondemand",
-            "version": "4.2",
+            "version": "1.1.0",
             "name": f"{name}-portal",
             "config": config,
             "placement_intent": {
@@ -299,7 +299,19 @@ def record_members(name: str, result_file: Path) -> None:
         for m in result["members"]
     ]
     (folder / "members.json").write_text(json.dumps(members, indent=2) + "\n")
-    placement = (result.get("adapter_detail") or {}).get("placement_intent")
+    detail = result.get("adapter_detail") or {}
+    placement = detail.get("placement_intent")
+    # an upgrade or a rollback moved the instance to another version: the platform's next
+    # requests carry it
+    moved = next(
+        (detail[op]["to"]["app_version"] for op in ("upgrade", "rollback") if op in detail),
+        None,
+    )
+    if moved:
+        deploy = folder / "deploy.json"
+        request = json.loads(deploy.read_text())
+        request["instance"]["version"] = moved
+        deploy.write_text(json.dumps(request, indent=2) + "\n")
     if placement:
         # replace_controller moved the controller: the platform's next deploy request carries
         # the new placement, the members as they are and the new controller's allocation

@@ -188,6 +188,12 @@ class Task(StrictModel):
 class Version(StrictModel):
     version: AppVersion
     release_notes: LongText | SkipJsonSchema[None] = None
+    upgrade_from: list[AppVersion] = Field(
+        default_factory=list,
+        description="The versions an instance can be upgraded from to this one (the upgrade "
+        "operation), and so the ones a rollback from this version returns to. This version's "
+        "config_schema accepts their instances' configs.",
+    )
     components: Annotated[list[Component], Field(min_length=1)]
     placement_schema: JsonSchemaObject
     config_schema: JsonSchemaObject
@@ -243,3 +249,10 @@ class CatalogEntry(StrictModel):
 
     def version(self, version: str) -> Version | None:
         return next((v for v in self.versions if v.version == version), None)
+
+    def reading(self, version: str) -> Version | None:
+        """The catalog version that reads an instance at `version`: that version, or the one
+        it can be upgraded to (a linked cluster still on an earlier release)."""
+        return self.version(version) or next(
+            (v for v in self.versions if version in v.upgrade_from), None
+        )

@@ -2,10 +2,11 @@
 
 Layers, each run only when the one before passed, so a finding never stems from an earlier
 one: inline-secret scan and the request JSON Schema; the pydantic model; the app manifest's
-placement/config/options schemas; then the rules no schema can express, one module per
-concern: tenant boundary, placement and members (`members`), operation targets (`targets`),
-linked instances (`linked`), the address policy every address passes (`addresses`), credential
-files (`credentials`). `check_request` is the one entry point.
+placement/config/options schemas of the version acted on (`versions`: an upgrade's is the one
+it goes to); then the rules no schema can express, one module per concern: tenant boundary,
+placement and members (`members`), operation targets (`targets`), linked instances
+(`linked`), the address policy every address passes (`addresses`), credential files
+(`credentials`). `check_request` is the one entry point.
 """
 
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from driver.models.request import OperationRequest
 from driver.request_check import addresses, linked, members, targets
 from driver.request_check.credentials import check_files, inline_secrets, secret_refs
 from driver.request_check.rules import Rules
+from driver.request_check.versions import checked_version
 from driver.schema_check import schema_findings, shipped_schema
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -78,16 +80,8 @@ def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
             )
         )
         return result
-    version = loaded.entry.version(request.instance.version)
+    version, result.findings = checked_version(doc, loaded.entry, request)
     if version is None:
-        known = ", ".join(v.version for v in loaded.entry.versions)
-        result.findings.append(
-            doc.finding(
-                "unknown-version",
-                ("instance", "version"),
-                f"{loaded.entry.slug} has versions {known}",
-            )
-        )
         return result
     findings = schema_findings(
         doc,

@@ -64,7 +64,7 @@ def linked_instance(rules: Rules, linked: LinkedInstance, base: LinePath) -> boo
     if loaded is None:
         rules.add("unknown-app", (*base, "app_slug"), f"no catalog entry {linked.app_slug!r}")
         return True
-    version = loaded.entry.version(linked.version)
+    version = loaded.entry.reading(linked.version)
     if version is None:
         rules.add(
             "unknown-version",

@@ -166,6 +166,7 @@ def run_playbook(
             project_dir=str(root),
             playbook=str(playbook),
             inventory=str(inventory_file),
+            extravars={name: int(value) for name, value in inventory.extra_vars.items()},
             event_handler=collector,
             cancel_callback=_stop_when(cancelled),
             quiet=True,

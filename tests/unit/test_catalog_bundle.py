@@ -182,7 +182,7 @@ def test_a_request_without_config_gives_the_roles_their_own_defaults(monkeypatch
             "slurm_common_users",
             "slurm_common_munge_key_src",
             "slurm_controller_instance_id",
-            "slurm_controller_bundle_version",
+            "slurm_common_release",
         ):
             assert value == defaults[name], name
 

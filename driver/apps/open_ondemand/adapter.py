@@ -147,7 +147,7 @@ def _cluster_config(cluster: LinkedInstance | None) -> dict[str, Any]:
     if cluster is None:
         return {}
     loaded = load_entry(cluster.app_slug)
-    version = loaded.entry.version(cluster.version) if loaded else None
+    version = loaded.entry.reading(cluster.version) if loaded else None
     return apply_defaults(version.config_schema, cluster.config) if version else cluster.config
 
 

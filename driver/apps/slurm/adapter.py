@@ -19,6 +19,7 @@ from driver.apps.slurm.access import access_bundle, controller_allocation_id
 from driver.apps.slurm.backup import backup_detail, restore_detail
 from driver.apps.slurm.health import health_of
 from driver.apps.slurm.monitoring import monitoring_vars
+from driver.apps.slurm.release import member_releases, upgrade_detail
 from driver.apps.slurm.rules import config_rules, placement_rules
 from driver.documents import LinePath
 from driver.events import Health, InstanceStatus
@@ -46,9 +47,16 @@ OPTION_VARS = {
     "wait_idle_timeout_s": "slurm_worker_wait_idle_timeout",
     "drain_timeout_s": "slurm_controller_drain_timeout",
     "reason": "slurm_controller_drain_reason",
-    "force": "slurm_controller_remove_force",
     "preview": "slurm_common_clean_preview",
+    "force": "slurm_controller_remove_force",
     "backup_id": "slurm_controller_restore_backup_id",
+    "batch_size": "slurm_worker_upgrade_batch_size",
+    "to_version": "slurm_controller_rollback_to",
+}
+# An option whose role variable depends on the operation (None: slurm_common_release carries it).
+OPERATION_OPTION_VARS: dict[tuple[str, str], str | None] = {
+    ("upgrade", "force"): "slurm_controller_upgrade_force",
+    ("upgrade", "to_version"): None,
 }
 PENDING_OPTIONS: dict[str, str] = {}
 # The operations whose playbooks include the monitoring role (drain, resume and the lifecycle
@@ -61,14 +69,27 @@ MONITORING_OPERATIONS = {
     "replace_controller",
     "status",
     "decommission",
+    "upgrade",
 }
 # The operations that prepare workers (slurm_worker's main): where the runtimes are installed.
-JOINING_OPERATIONS = {"deploy", "add_worker", "replace_worker", "replace_controller"}
+JOINING_OPERATIONS = {"deploy", "add_worker", "replace_worker", "replace_controller", "upgrade"}
+# The operations that run the backup's tasks, and those whose result names the release each
+# member is at.
+BACKUP_OPERATIONS = {"backup", "replace_controller", "upgrade", "rollback"}
+RELEASE_OPERATIONS = {"upgrade", "rollback"}
 # Those after which the result reports the workers that joined (add_worker, replace_worker's
 # replacement): one that failed before, or was never reached, is not in the report.
 WORKER_JOINS = {"add_worker", "replace_worker"}
 # replace_controller's refusals of a backup, made before any host changed.
 BACKUP_CODES = ("backup_missing", "backup_mismatch", "backup_corrupt", "backup_incompatible")
+# upgrade's and rollback's refusals, made before any host changed.
+RELEASE_CODES = {
+    "upgrade_mismatch": "a member records another version than the request's",
+    "upgrade_unsupported": "Slurm cannot take the version the package sources offer in place",
+    "upgrade_unhealthy": "a member's daemon or a node is down, and force is false",
+    "rollback_unavailable": "no upgrade leads back there, or the cluster changed since",
+    "rollback_unsupported": "Slurm's version changed since the upgrade's backup",
+}
 # They go on without a worker whose host does not answer (preflight's slurm_app_may_be_gone)
 LIFECYCLE_OPERATIONS = {"start", "stop", "restart"}
 
@@ -120,6 +141,14 @@ class SlurmReference(AppAdapter):
                 ),
                 strict=True,
             )
+        },
+        **{
+            code: OperationError(
+                f"{meaning}; nothing was changed on any host",
+                None,
+                (InstanceStatus.RUNNING, Health.UNKNOWN),
+            )
+            for code, meaning in RELEASE_CODES.items()
         },
         "config_refused": OperationError(
             "the new config cannot be applied to the running cluster; nothing was changed",
@@ -188,7 +217,6 @@ class SlurmReference(AppAdapter):
                 "slurm_controller_accounting_retention": accounting["retention"],
                 "slurm_controller_accounting_archive": accounting["archive"],
                 "slurm_controller_instance_id": str(request.instance.id),
-                "slurm_controller_bundle_version": __version__,
                 "slurm_controller_backup_interval": config["backup"].get("interval", ""),
                 "slurm_controller_backup_keep": config["backup"]["keep"],
                 "slurm_common_users": config["users"],
@@ -198,7 +226,7 @@ class SlurmReference(AppAdapter):
         )
         if request.operation.type in MONITORING_OPERATIONS:
             inventory.group_vars.update(monitoring_vars(request, config["monitoring"]))
-        if request.operation.type in ("backup", "replace_controller"):
+        if request.operation.type in BACKUP_OPERATIONS:
             inventory.group_vars["slurm_controller_backup_fetch_dir"] = str(
                 backup_dir(load_site()) / str(request.instance.id)
             )
@@ -210,8 +238,24 @@ class SlurmReference(AppAdapter):
         schema = spec.options_schema if spec is not None else {}
         options = apply_defaults(schema, request.operation.options)
         for option, value in options.items():
-            if option in OPTION_VARS:
-                inventory.group_vars[OPTION_VARS[option]] = value
+            key = (request.operation.type, option)
+            name = (
+                OPERATION_OPTION_VARS[key]
+                if key in OPERATION_OPTION_VARS
+                else OPTION_VARS.get(option)
+            )
+            if name is not None:
+                inventory.group_vars[name] = value
+        inventory.group_vars["slurm_common_release"] = {
+            "app_slug": self.slug,
+            "app_version": version.version,
+            "bundle_version": __version__,
+        }
+        if request.operation.type in RELEASE_OPERATIONS:
+            inventory.group_vars["slurm_common_release_from"] = request.instance.version
+        if request.operation.type == "upgrade":
+            # a play keyword (the workers' batches), which only extra vars reach
+            inventory.extra_vars["slurm_worker_upgrade_batch_size"] = int(options["batch_size"])
         # drain, resume and remove act on one node; a join of several names them in the
         # inventory's slurm_workers
         if (
@@ -278,11 +322,18 @@ class SlurmReference(AppAdapter):
     ) -> dict[str, Any]:
         if request.operation.type in LIFECYCLE_OPERATIONS:
             return hosts_not_reached(reported, "not_reached")
-        if reported.get("slurm_app_backup"):
+        if request.operation.type == "backup" and reported.get("slurm_app_backup"):
             return {"backup": backup_detail(reported["slurm_app_backup"])}
         controller = reported.get("slurm_app_controller") or {}
+        release: dict[str, Any] = {}
+        if request.operation.type in RELEASE_OPERATIONS:
+            release[request.operation.type] = upgrade_detail(reported, request.operation.type)
+            if reported.get("slurm_app_backup"):
+                release[request.operation.type]["backup"] = backup_detail(
+                    reported["slurm_app_backup"]
+                )
         if not controller:
-            return teardown_data(reported, self.previews(request))
+            return {**teardown_data(reported, self.previews(request)), **release}
         detail: dict[str, Any] = {
             "cluster_name": controller.get("cluster_name"),
             "daemon_versions": {
@@ -315,6 +366,9 @@ class SlurmReference(AppAdapter):
                 }
         if "services" in controller:
             detail["health"] = health_of(request, reported, asked=inventory.hosts)
+        if reported.get("slurm_app_releases"):
+            detail["releases"] = member_releases(reported)
+        detail.update(release)
         detail.update(teardown_data(reported, preview=False))
         # An access bundle is a promise that there is a cluster to use: only after a success.
         if not failed:

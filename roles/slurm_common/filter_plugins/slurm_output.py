@@ -23,6 +23,7 @@ from slurm_readers import (  # noqa: E402  (found through the path set above)
     jobs,
     nodes,
     reports,
+    upgrade,
     versions,
 )
 
@@ -35,6 +36,12 @@ class FilterModule:
             "slurm_command_forms": commands.slurm_command_forms,
             "slurm_version": versions.slurm_version,
             "slurm_reads_state_of": versions.slurm_reads_state_of,
+            "slurm_upgrade_refusal": versions.slurm_upgrade_refusal,
+            "slurm_packages": versions.slurm_packages,
+            "slurm_upgrade_verdict": upgrade.slurm_upgrade_verdict,
+            "slurm_upgrade_changed_since": upgrade.slurm_upgrade_changed_since,
+            "slurm_jobs_gone": upgrade.slurm_jobs_gone,
+            "slurm_listed_jobs": upgrade.slurm_listed_jobs,
             "slurm_unit_states": hosts.slurm_unit_states,
             "slurm_unit_states_command": hosts.slurm_unit_states_command,
             "du_sizes": hosts.du_sizes,

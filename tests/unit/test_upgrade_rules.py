@@ -1,0 +1,150 @@
+"""Slurm's upgrade rules as the upgrade and the rollback apply them, on readings of real hosts
+(dpkg-query and apt-cache policy captured on Debian 13 and Debian 12 lab hosts)."""
+
+import pytest
+from conftest import ROOT
+from slurm_readers.upgrade import (
+    slurm_jobs_gone,
+    slurm_listed_jobs,
+    slurm_upgrade_changed_since,
+    slurm_upgrade_verdict,
+)
+from slurm_readers.versions import slurm_packages, slurm_upgrade_refusal
+
+FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
+TRIXIE = "24.11.5-4+deb13u1"
+BOOKWORM = "22.05.8-4+deb12u3"
+
+
+def _reading(packages: dict, units: dict | None = None, release: dict | None = None) -> dict:
+    return {
+        "release": release or {},
+        "packages": packages,
+        "units": units or {"munge": "running", "slurmd": "running"},
+        "snapshot": False,
+    }
+
+
+def _installed(version: str, candidate: str | None = None, *names: str) -> dict:
+    return {name: {"installed": version, "candidate": candidate or version} for name in names}
+
+
+def _cluster(controller_version: str, candidate: str, worker_candidate: str | None = None):
+    controller = _installed(controller_version, candidate, "slurmctld", "slurmdbd")
+    worker = _installed(controller_version, worker_candidate or candidate, "slurmd")
+    units = {"munge": "running", "slurmctld": "running", "slurmdbd": "running", "slurmd": "absent"}
+    return {"ctl": _reading(controller, units), "w1": _reading(worker)}
+
+
+NODES = [
+    {"name": "w1", "state": "allocated", "base_state": "allocated", "flags": []},
+]
+PATH = {"from": "1.0", "to": "1.1.0"}
+
+
+def test_the_packages_are_read_as_dpkg_and_apt_print_them():
+    installed = (FIXTURES / "24.11" / "dpkg-slurm.txt").read_text()
+    policy = (FIXTURES / "24.11" / "apt-policy.txt").read_text()
+    assert slurm_packages(installed, policy) == {
+        "slurmd": {"installed": None, "candidate": TRIXIE},
+        "slurmctld": {"installed": TRIXIE, "candidate": TRIXIE},
+        "slurmdbd": {"installed": TRIXIE, "candidate": TRIXIE},
+    }
+    policy = (FIXTURES / "22.05" / "apt-policy.txt").read_text()
+    assert slurm_packages("", policy)["slurmctld"] == {"installed": None, "candidate": BOOKWORM}
+
+
+def test_the_same_slurm_is_no_slurm_upgrade_and_changes_no_package():
+    verdict = slurm_upgrade_verdict(_cluster(TRIXIE, TRIXIE), "ctl", PATH, NODES)
+    assert verdict == {
+        "running": "24.11.5",
+        "candidate": "24.11.5",
+        "changes": {},
+        "refusal": "",
+    }
+
+
+def test_debian_12s_slurm_cannot_go_to_debian_13s_in_one_step():
+    """22.05 -> 24.11 directly loses the queue and cannot convert the accounting database."""
+    verdict = slurm_upgrade_verdict(_cluster(BOOKWORM, TRIXIE), "ctl", PATH, NODES)
+    refusal = verdict["refusal"]
+    assert refusal.startswith("[upgrade_unsupported]")
+    for named in ("24.11.5", "22.05.8", "23.02, 23.11, 24.05"):
+        assert named in refusal
+
+
+def test_a_downgrade_is_refused():
+    refusal = slurm_upgrade_verdict(_cluster(TRIXIE, BOOKWORM), "ctl", PATH, NODES)["refusal"]
+    assert refusal.startswith("[upgrade_unsupported]") and "no downgrade" in refusal
+
+
+def test_a_release_in_the_window_is_applied_to_every_package_that_changes():
+    verdict = slurm_upgrade_verdict(_cluster("24.05.4-1", TRIXIE), "ctl", PATH, NODES)
+    assert verdict["refusal"] == ""
+    assert verdict["changes"] == {"ctl": ["slurmdbd", "slurmctld"], "w1": ["slurmd"]}
+
+
+def test_members_offered_different_slurm_versions_are_refused_naming_the_host():
+    cluster = _cluster("24.05.4-1", TRIXIE, worker_candidate="24.05.4-1")
+    refusal = slurm_upgrade_verdict(cluster, "ctl", PATH, NODES)["refusal"]
+    assert refusal.startswith("[upgrade_unsupported] w1 would install slurmd 24.05.4-1")
+
+
+def test_a_member_on_another_release_than_the_request_says_is_refused():
+    cluster = _cluster(TRIXIE, TRIXIE)
+    cluster["w1"]["release"] = {"app_version": "0.9"}
+    refusal = slurm_upgrade_verdict(cluster, "ctl", PATH, NODES)["refusal"]
+    assert refusal.startswith("[upgrade_mismatch]") and "w1 records 0.9" in refusal
+    # an upgrade taken up again: members already on the target are on the path
+    cluster["w1"]["release"] = {"app_version": "1.1.0"}
+    assert slurm_upgrade_verdict(cluster, "ctl", PATH, NODES)["refusal"] == ""
+
+
+@pytest.mark.parametrize(
+    ("where", "state"),
+    [("units", "stopped"), ("node", "drained"), ("node", "down*")],
+)
+def test_an_unhealthy_cluster_is_refused_unless_forced(where, state):
+    cluster, nodes = _cluster(TRIXIE, TRIXIE), [dict(NODES[0])]
+    if where == "units":
+        cluster["w1"]["units"]["slurmd"] = state
+    else:
+        nodes[0].update(state=state, base_state=state.rstrip("*"))
+    refusal = slurm_upgrade_verdict(cluster, "ctl", PATH, nodes)["refusal"]
+    assert refusal.startswith("[upgrade_unhealthy]") and state in refusal
+    assert slurm_upgrade_verdict(cluster, "ctl", PATH, nodes, True)["refusal"] == ""
+
+
+def test_a_rollback_sees_every_package_whose_slurm_changed_since_the_backup():
+    members = [
+        ("ctl", _installed(TRIXIE, None, "slurmctld")),
+        ("w1", _installed(BOOKWORM, None, "slurmd")),
+    ]
+    assert slurm_upgrade_changed_since(members, "24.11.5") == ["w1 slurmd 22.05.8"]
+    assert slurm_upgrade_changed_since(members[:1], "24.11.5") == []
+
+
+@pytest.mark.parametrize(
+    ("running", "candidate", "refused"),
+    [
+        ("22.05.8", "24.11.5", True),
+        ("23.02.7", "24.11.5", False),
+        ("24.11.5", "22.05.8", True),
+        ("24.11.5", "24.11.6", False),
+        ("21.08.8", "23.11.1", True),
+        ("24.11.5", "27.05.0", True),
+    ],
+)
+def test_the_window_names_both_versions_when_it_refuses(running, candidate, refused):
+    refusal = slurm_upgrade_refusal(running, candidate)
+    assert bool(refusal) is refused
+    if refused:
+        assert running in refusal and candidate in refusal
+
+
+def test_a_job_the_restored_state_runs_but_its_node_does_not_ended_after_the_backup():
+    on_w01 = slurm_listed_jobs((FIXTURES / "24.11" / "listpids.txt").read_text())
+    assert on_w01 == ["8"]
+    running = "3 up1-w01\n8 up1-w01\n9 up1-w02\n12 up1-w09\n"
+    # 3 is gone from w01, 8 runs there, w02 runs nothing now, w09 was not read
+    assert slurm_jobs_gone(running, {"up1-w01": on_w01, "up1-w02": []}) == ["3", "9"]
