@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from driver.catalog import load_entry
 from driver.cli import Exit, _load_checked, _usage, cmd_task, execute
 from driver.lab import requests as lab_requests
 from driver.lab import spec as lab_spec
@@ -50,6 +51,21 @@ def _option(text: str) -> tuple[str, Any]:
         return key, json.loads(value)
     except json.JSONDecodeError:
         return key, value
+
+
+def _options(texts: list[str], operation: str) -> dict[str, Any]:
+    """The options as the operation takes them: an option its schema types as a string stays
+    the text given (`to_version=1.0` is the version "1.0", not the number)."""
+    loaded = load_entry("slurm-reference")
+    specs = [v.operation(operation) for v in loaded.entry.versions] if loaded else []
+    properties = next((s.options_schema.get("properties", {}) for s in specs if s), {})
+    options = {}
+    for text in texts:
+        key, value = _option(text)
+        if properties.get(key, {}).get("type") == "string" and not isinstance(value, str):
+            value = text.partition("=")[2]
+        options[key] = value
+    return options
 
 
 def lab_up(args: argparse.Namespace) -> int:
@@ -145,7 +161,7 @@ def lab_op(args: argparse.Namespace) -> int:
     lab = _lab()
     if isinstance(lab, int):
         return lab
-    options = dict(_option(text) for text in args.option)
+    options = _options(args.option, args.operation)
     try:
         request = lab_requests.operation_request(
             args.name, args.operation, args.target, options, args.replacement

@@ -8,6 +8,13 @@ from uuid import UUID
 from driver.apps.base import AppAdapter, OperationError, Violation, observed
 from driver.apps.open_ondemand.access import access_bundle
 from driver.apps.open_ondemand.health import portal_health
+from driver.apps.release import (
+    RELEASE_ERRORS,
+    RELEASE_OPERATIONS,
+    member_releases,
+    release_vars,
+    upgrade_detail,
+)
 from driver.apps.shared import (
     ACCOUNT_EXISTS,
     STORAGE_CONFLICT,
@@ -41,6 +48,7 @@ class OpenOnDemand(AppAdapter):
             None,
             (InstanceStatus.FAILED, Health.UNKNOWN),
         ),
+        **RELEASE_ERRORS,
     }
 
     def rules(self, request: OperationRequest, version: Version) -> Iterator[Violation]:
@@ -70,8 +78,9 @@ class OpenOnDemand(AppAdapter):
     def inventory_vars(
         self, request: OperationRequest, version: Version, inventory: Inventory
     ) -> None:
-        """The portal's role variables; on deploy, the attached cluster's controller joins the
-        inventory (group slurm_controller) so the portal can copy its munge key, nothing more."""
+        """The portal's role variables; on deploy (and an upgrade, which converges as a deploy
+        does), the attached cluster's controller joins the inventory (group slurm_controller)
+        so the portal can copy its munge key, nothing more."""
         config = apply_defaults(version.config_schema, request.instance.config)
         cluster = _linked_cluster(request)
         cluster_config = _cluster_config(cluster)
@@ -79,7 +88,7 @@ class OpenOnDemand(AppAdapter):
         controller = _controller_allocation(request, cluster)
         portal = request.allocation(UUID(request.instance.placement_intent["host_allocation_id"]))
         assert portal is not None  # validation guarantees every reference resolves
-        if request.operation.type == "deploy" and controller is not None:
+        if request.operation.type in ("deploy", "upgrade") and controller is not None:
             key_file = request.credentials.ssh_private_key_file
             inventory.add(controller, ["slurm_controller"], key_file)
         oidc = config["oidc"]
@@ -109,6 +118,17 @@ class OpenOnDemand(AppAdapter):
                 **site_role_vars(load_site(), ("open_ondemand",)),
             }
         )
+        # the operations that converge the portal or judge its release
+        if request.operation.type in ("deploy", *RELEASE_OPERATIONS):
+            inventory.group_vars.update(release_vars(self.slug, request, version))
+        if request.operation.type == "upgrade":
+            inventory.group_vars["open_ondemand_upgrade_force"] = bool(
+                request.operation.options.get("force", False)
+            )
+        if request.operation.type == "rollback":
+            inventory.group_vars["open_ondemand_rollback_to"] = request.operation.options[
+                "to_version"
+            ]
 
     def observed_state(
         self, request: OperationRequest, reported: dict[str, Any]
@@ -132,6 +152,10 @@ class OpenOnDemand(AppAdapter):
             if not failed:
                 detail["access_bundle"] = access_bundle(request, portal)
         detail.update(teardown_data(reported, preview=False))
+        if request.operation.type in RELEASE_OPERATIONS:
+            detail[request.operation.type] = upgrade_detail(reported, request.operation.type)
+        if reported.get("slurm_app_releases"):
+            detail["releases"] = member_releases(reported)
         return detail
 
 

@@ -4,8 +4,14 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 from uuid import UUID
 
-from driver import __version__
 from driver.apps.base import AppAdapter, OperationError, Violation, observed
+from driver.apps.release import (
+    RELEASE_ERRORS,
+    RELEASE_OPERATIONS,
+    member_releases,
+    release_vars,
+    upgrade_detail,
+)
 from driver.apps.shared import (
     ACCOUNT_EXISTS,
     STORAGE_CONFLICT,
@@ -19,7 +25,6 @@ from driver.apps.slurm.access import access_bundle, controller_allocation_id
 from driver.apps.slurm.backup import backup_detail, restore_detail
 from driver.apps.slurm.health import health_of
 from driver.apps.slurm.monitoring import monitoring_vars
-from driver.apps.slurm.release import member_releases, upgrade_detail
 from driver.apps.slurm.rules import config_rules, placement_rules
 from driver.documents import LinePath
 from driver.events import Health, InstanceStatus
@@ -73,23 +78,13 @@ MONITORING_OPERATIONS = {
 }
 # The operations that prepare workers (slurm_worker's main): where the runtimes are installed.
 JOINING_OPERATIONS = {"deploy", "add_worker", "replace_worker", "replace_controller", "upgrade"}
-# The operations that run the backup's tasks, and those whose result names the release each
-# member is at.
+# The operations that run the backup's tasks.
 BACKUP_OPERATIONS = {"backup", "replace_controller", "upgrade", "rollback"}
-RELEASE_OPERATIONS = {"upgrade", "rollback"}
 # Those after which the result reports the workers that joined (add_worker, replace_worker's
 # replacement): one that failed before, or was never reached, is not in the report.
 WORKER_JOINS = {"add_worker", "replace_worker"}
 # replace_controller's refusals of a backup, made before any host changed.
 BACKUP_CODES = ("backup_missing", "backup_mismatch", "backup_corrupt", "backup_incompatible")
-# upgrade's and rollback's refusals, made before any host changed.
-RELEASE_CODES = {
-    "upgrade_mismatch": "a member records another version than the request's",
-    "upgrade_unsupported": "Slurm cannot take the version the package sources offer in place",
-    "upgrade_unhealthy": "a member's daemon or a node is down, and force is false",
-    "rollback_unavailable": "no upgrade leads back there, or the cluster changed since",
-    "rollback_unsupported": "Slurm's version changed since the upgrade's backup",
-}
 # They go on without a worker whose host does not answer (preflight's slurm_app_may_be_gone)
 LIFECYCLE_OPERATIONS = {"start", "stop", "restart"}
 
@@ -142,14 +137,7 @@ class SlurmReference(AppAdapter):
                 strict=True,
             )
         },
-        **{
-            code: OperationError(
-                f"{meaning}; nothing was changed on any host",
-                None,
-                (InstanceStatus.RUNNING, Health.UNKNOWN),
-            )
-            for code, meaning in RELEASE_CODES.items()
-        },
+        **RELEASE_ERRORS,
         "config_refused": OperationError(
             "the new config cannot be applied to the running cluster; nothing was changed",
             None,
@@ -246,13 +234,7 @@ class SlurmReference(AppAdapter):
             )
             if name is not None:
                 inventory.group_vars[name] = value
-        inventory.group_vars["slurm_common_release"] = {
-            "app_slug": self.slug,
-            "app_version": version.version,
-            "bundle_version": __version__,
-        }
-        if request.operation.type in RELEASE_OPERATIONS:
-            inventory.group_vars["slurm_common_release_from"] = request.instance.version
+        inventory.group_vars.update(release_vars(self.slug, request, version))
         if request.operation.type == "upgrade":
             # a play keyword (the workers' batches), which only extra vars reach
             inventory.extra_vars["slurm_worker_upgrade_batch_size"] = int(options["batch_size"])

@@ -1,0 +1,251 @@
+"""An instance deployed by the last release's own driver, upgraded by this one and rolled back
+(Debian 13, Slurm 24.11): real daemons in systemd containers, both drivers by their full paths.
+
+The last release is the commit in tests/upgrade/FROM, checked out with `git worktree` and
+installed (`pip install --no-deps --target`) beside the runtime venv that gives it its
+dependencies, as the platform keeps each published bundle."""
+
+import json
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from lab_tools import (
+    _accounting_view,
+    _as_lab_user,
+    host_fingerprint,
+    lab_operation,
+    on_host,
+    platform_env,
+    wait_on_host,
+)
+
+from driver import __version__
+from driver.lab import lab
+from driver.lab import requests as lab_requests
+from driver.lab import spec as lab_spec
+
+pytestmark = pytest.mark.containers
+SPEC = lab_spec.LabSpec(name="upg", workers=2, distro="trixie", placement="separate")
+CONTROLLER, WORKERS, JOINING = "upg-ctl", ("upg-w01", "upg-w02"), "upg-w03"
+RELEASE = (ROOT / "tests" / "upgrade" / "FROM").read_text().strip()
+FROM_VERSION = "1.0"
+HOSTS = (CONTROLLER, *WORKERS)
+
+
+def _install_release(runtime_venv: Path) -> Path:
+    """The release's package, built from its own commit; cached by the commit."""
+    target = ROOT / ".venv" / "release-install" / RELEASE
+    if (target / "ok").is_file():
+        return target
+    with tempfile.TemporaryDirectory() as folder:
+        tree = Path(folder) / "tree"
+        git = ["git", "-C", str(ROOT), "worktree"]
+        subprocess.run([*git, "add", "--detach", str(tree), RELEASE], check=True)
+        try:
+            pip = [str(runtime_venv / "bin" / "pip"), "install", "--disable-pip-version-check"]
+            into = ["--quiet", "--no-deps", "--target", str(target / "site")]
+            subprocess.run([*pip, *into, str(tree)], check=True)
+        finally:
+            subprocess.run([*git, "remove", "--force", str(tree)], check=True)
+    (target / "ok").write_text(RELEASE)
+    return target
+
+
+def _release_op(release: Path, env: dict[str, str], kind: str, target: str | None = None):
+    """A member operation through the last release's driver (its console script, by its full
+    path, finding its package first); the lab then knows the members as the result left them."""
+    request = lab_requests.operation_request(SPEC.name, kind, target, {}, None)
+    ran = subprocess.run(
+        [str(release / "site" / "bin" / "slurm-app-driver"), "run", str(request)],
+        env={**env, "PYTHONPATH": str(release / "site")},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    lines = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
+    result = lines[-1]["result"]
+    result_file = request.with_name(f"{kind}-result.json")
+    result_file.write_text(json.dumps(result))
+    lab_requests.record_members(SPEC.name, result_file)
+    return ran.returncode, result
+
+
+def _slurmd_pids() -> dict[str, str]:
+    return {
+        w: on_host(SPEC.name, w, "systemctl show -p MainPID --value slurmd").strip()
+        for w in WORKERS
+    }
+
+
+def _prometheus_up_at(moment: float) -> int:
+    """How many `up` series Prometheus holds at `moment` (its data from then, queried now)."""
+    script = (
+        "import json, urllib.request; print(len(json.load(urllib.request.urlopen("
+        f"'http://127.0.0.1:9090/api/v1/query?query=up&time={moment:.0f}'))['data']['result']))"
+    )
+    return int(on_host(SPEC.name, CONTROLLER, f'python3 -c "{script}"'))
+
+
+def _fingerprints() -> dict[str, str]:
+    return {host: host_fingerprint(SPEC.name, host) for host in HOSTS}
+
+
+@pytest.fixture(scope="module")
+def cluster(docker_engine, runtime_venv, tmp_path_factory):
+    release = _install_release(runtime_venv)
+    env = platform_env(tmp_path_factory.mktemp("driver-state"))
+    lab.down(SPEC.name)
+    path = lab.up(SPEC)
+    request = json.loads(path.read_text())
+    request["instance"]["version"] = FROM_VERSION
+    path.write_text(json.dumps(request))
+    code, result = _release_op(release, env, "deploy")
+    assert code == 0, result
+    lab.add_host(SPEC.name, JOINING)
+    yield {"env": env, "release": release, "deployed_at": time.time()}
+    lab.down(SPEC.name)
+
+
+def test_the_last_release_deployed_the_cluster_with_its_own_driver(cluster):
+    ran = subprocess.run(
+        [str(cluster["release"] / "site" / "bin" / "slurm-app-driver"), "--version"],
+        env={**cluster["env"], "PYTHONPATH": str(cluster["release"] / "site")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert ran.stdout.split()[-1] == "0.1.0"  # release 1.0's driver (CHANGELOG.md)
+    # that release recorded no release on its members
+    for host in HOSTS:
+        assert "release.json" not in on_host(SPEC.name, host, "ls /var/lib/slurm-app").split()
+
+
+def test_refusals_change_nothing_on_any_host(cluster):
+    env = cluster["env"]
+    before = _fingerprints()
+    # a rollback with no upgrade behind it (the request claims the instance at this release)
+    deploy = lab_spec.lab_dir(SPEC.name) / "deploy.json"
+    request = json.loads(deploy.read_text())
+    request["instance"]["version"] = __version__
+    deploy.write_text(json.dumps(request))
+    try:
+        code, result = lab_operation(SPEC.name, env, "rollback", to_version=FROM_VERSION)
+    finally:
+        request["instance"]["version"] = FROM_VERSION
+        deploy.write_text(json.dumps(request))
+    assert code == 1 and result["error"]["code"] == "rollback_unavailable", result
+    assert "no upgrade is recorded" in result["error"]["message"]
+    # an unhealthy cluster: one worker's slurmd stopped
+    on_host(SPEC.name, WORKERS[1], "systemctl stop slurmd")
+    try:
+        code, result = lab_operation(SPEC.name, env, "upgrade", to_version=__version__)
+    finally:
+        on_host(SPEC.name, WORKERS[1], "systemctl start slurmd")
+    assert code == 1 and result["error"]["code"] == "upgrade_unhealthy", result
+    assert f"{WORKERS[1]} slurmd stopped" in result["error"]["message"]
+    assert result["instance"]["status"] == "running"
+    assert _fingerprints() == before
+    for host in HOSTS:
+        kept = on_host(SPEC.name, host, "ls -A /var/lib/slurm-app-releases 2>/dev/null; true")
+        assert kept == "", host
+    wait_on_host(SPEC.name, CONTROLLER, f"sinfo -h -n {WORKERS[1]} -o %T | grep -qx idle")
+
+
+def test_the_upgrade_keeps_jobs_accounts_and_monitoring_data(cluster):
+    env = cluster["env"]
+    hold = "/tmp/hold-the-upgrade-job"
+    waits = f"'while [ ! -e {hold} ]; do sleep 1; done'"
+    running = _as_lab_user(
+        SPEC.name,
+        CONTROLLER,
+        f"sbatch --parsable -o /dev/null -w {WORKERS[0]} --exclusive --wrap {waits}",
+    )
+    wait_on_host(SPEC.name, CONTROLLER, f"squeue -h -j {running} -t R | grep -q .")
+    pending = _as_lab_user(
+        SPEC.name, CONTROLLER, "sbatch --parsable -o /dev/null -N2 --exclusive --wrap hostname"
+    )
+    accounts = _accounting_view(SPEC.name, CONTROLLER)
+    users = {h: on_host(SPEC.name, h, "getent passwd labuser") for h in HOSTS}
+    pids = _slurmd_pids()
+    # every member's node_exporter and the Slurm exporter scraped before the upgrade
+    deadline = time.monotonic() + 120
+    while (series_before := _prometheus_up_at(scraped_at := time.time())) < len(HOSTS) + 1:
+        assert time.monotonic() < deadline, series_before
+        time.sleep(3)
+
+    code, result = lab_operation(SPEC.name, env, "upgrade", to_version=__version__)
+    assert code == 0, result
+    detail = result["adapter_detail"]
+    upgrade = detail["upgrade"]
+    assert upgrade["from"]["app_version"] == FROM_VERSION
+    assert upgrade["to"] == {
+        "app_slug": "slurm-reference",
+        "app_version": __version__,
+        "bundle_version": __version__,
+    }
+    assert upgrade["slurm_version_before"] == upgrade["slurm_version"] == "24.11.5"
+    assert upgrade["backup"]["manifest"]["bundle_version"] == "0.1.0"  # 1.0's driver
+    assert {h: m["app_version"] for h, m in upgrade["members"].items()} == dict.fromkeys(
+        HOSTS, __version__
+    )
+    assert {h: r["app_version"] for h, r in detail["releases"].items()} == dict.fromkeys(
+        HOSTS, __version__
+    )
+    assert (result["instance"]["status"], result["instance"]["health"]) == ("running", "healthy")
+    # no slurmd restarted: nothing of the workers' changed between the releases
+    assert _slurmd_pids() == pids
+    assert on_host(SPEC.name, CONTROLLER, f"squeue -h -j {running} -o %T").strip() == "RUNNING"
+    on_host(SPEC.name, WORKERS[0], f"touch {hold}")
+    for job in (running, pending):
+        completed = f"sacct -n -X -j {job} -o State | grep -q COMPLETED"
+        wait_on_host(SPEC.name, CONTROLLER, completed, 120)
+    assert _accounting_view(SPEC.name, CONTROLLER) == accounts
+    assert {h: on_host(SPEC.name, h, "getent passwd labuser") for h in HOSTS} == users
+    assert _prometheus_up_at(scraped_at) == series_before
+    code, status = lab_operation(SPEC.name, env, "status")
+    assert code == 0 and status["instance"]["health"] == "healthy", status
+    assert {h: r["app_version"] for h, r in status["adapter_detail"]["releases"].items()} == (
+        dict.fromkeys(HOSTS, __version__)
+    )
+    version = json.loads((lab_spec.lab_dir(SPEC.name) / "deploy.json").read_text())
+    assert version["instance"]["version"] == __version__
+    cluster["upgrade"] = {
+        "running": running,
+        "pending": pending,
+        "accounts": accounts,
+        "backup_id": upgrade["backup_id"],
+    }
+
+
+def test_the_rollback_restores_the_queue_and_accounting_and_the_last_release_runs_on(cluster):
+    env, jobs = cluster["env"], cluster["upgrade"]
+    after = _as_lab_user(SPEC.name, CONTROLLER, "sbatch --parsable -o /dev/null --wrap true")
+    wait_on_host(SPEC.name, CONTROLLER, f"sacct -n -X -j {after} -o State | grep -q COMPLETED", 60)
+
+    code, result = lab_operation(SPEC.name, env, "rollback", to_version=FROM_VERSION)
+    assert code == 0, result
+    rollback = result["adapter_detail"]["rollback"]
+    assert rollback["to"]["app_version"] == FROM_VERSION
+    assert rollback["backup_id"] == jobs["backup_id"]
+    # the job that ran at the backup and ended after it is ended again; the one pending then
+    # is back in the queue (and runs again); the one submitted after the upgrade is gone
+    assert rollback["jobs_ended_since"] == [jobs["running"]]
+    wait_on_host(SPEC.name, CONTROLLER, f"sacct -n -X -j {jobs['pending']} -o State | grep -q .")
+    assert on_host(SPEC.name, CONTROLLER, f"sacct -n -X -j {after} -o JobID").strip() == ""
+    assert _accounting_view(SPEC.name, CONTROLLER) == jobs["accounts"]
+    assert result["adapter_detail"]["releases"] == dict.fromkeys(HOSTS)
+    for host in HOSTS:
+        assert on_host(SPEC.name, host, "ls -A /var/lib/slurm-app-releases") == ""
+    assert "upgrade.json" not in on_host(SPEC.name, CONTROLLER, "ls /var/lib/slurm-app")
+    deploy = json.loads((lab_spec.lab_dir(SPEC.name) / "deploy.json").read_text())
+    assert deploy["instance"]["version"] == FROM_VERSION
+    # the last release's driver goes on with the instance as it left it
+    release = cluster["release"]
+    for kind, target in (("status", None), ("add_worker", JOINING), ("deploy", None)):
+        code, result = _release_op(release, env, kind, target)
+        assert code == 0 and result["instance"]["health"] == "healthy", (kind, result)
