@@ -384,6 +384,62 @@ def test_status_names_a_stopped_sackd_and_restart_brings_it_back(portal):
     assert _portal("systemctl show -p ActiveEnterTimestampMonotonic --value apache2") != before
 
 
+# Everything of the cluster's a portal operation could touch on the controller: Slurm's and
+# munge's files, the bundle's records, the daemons.
+CLUSTER_FILES = (
+    "find /etc/slurm /etc/munge /etc/default/slurmd /var/lib/slurm-app -type f -print0 "
+    "| sort -z | xargs -0 sha256sum; systemctl show -p MainPID --value slurmctld slurmd munge"
+)
+
+
+def _at_release_1_0(request: dict, options: dict) -> None:
+    request["instance"]["version"] = "4.2"  # the portal's version in release 1.0's catalog
+    request["operation"]["options"] = options
+
+
+def test_the_portal_is_upgraded_and_rolled_back_on_its_own(portal):
+    """Issue 47: a portal as release 1.0 left it (no release recorded) is upgraded alone and
+    rolled back: the cluster's files and daemons are as they were (sha256, PIDs); a refusal
+    (Apache stopped) keeps nothing and changes nothing."""
+    record = "/var/lib/slurm-app/portal-release.json"
+    kept = "ls -A /var/lib/slurm-app-releases 2>/dev/null; true"
+    _portal(f"rm {record}")
+    cluster = _controller(CLUSTER_FILES)
+    to_1_1 = {"to_version": "1.1.0"}
+    _portal("systemctl stop apache2")
+    try:
+        code, result, _ = portal["operation"](
+            PORTAL, "upgrade", lambda r: _at_release_1_0(r, to_1_1)
+        )
+    finally:
+        _portal("systemctl start apache2")
+    assert code == 1 and result["error"]["code"] == "upgrade_unhealthy", result["error"]
+    assert f"{PORTAL} apache2 inactive" in result["error"]["message"]
+    assert result["changed"] == 0 and _portal(kept) == ""
+    code, result, output = portal["operation"](
+        PORTAL, "upgrade", lambda r: _at_release_1_0(r, to_1_1)
+    )
+    assert code == 0, output[-4000:]
+    upgrade = result["adapter_detail"]["upgrade"]
+    assert (upgrade["from"]["app_version"], upgrade["to"]["app_version"]) == ("4.2", "1.1.0")
+    assert result["adapter_detail"]["releases"][PORTAL]["app_version"] == "1.1.0"
+    assert result["hosts"][CONTROLLER]["changed"] == 0
+    assert json.loads(_portal(f"cat {record}"))["app_slug"] == "open-ondemand"
+    assert _portal(kept).split() == ["open-ondemand-4.2.tar.gz"]
+    code, result, output = portal["operation"](
+        PORTAL, "rollback", lambda r: r["operation"].update(options={"to_version": "4.2"})
+    )
+    assert code == 0, output[-4000:]
+    assert result["adapter_detail"]["rollback"]["to"]["app_version"] == "4.2"
+    assert result["adapter_detail"]["hosts_touched"] == [PORTAL]
+    assert _portal(f"ls {record} 2>/dev/null; true") == "" and _portal(kept) == ""
+    assert _portal("systemctl is-active apache2").strip() == "active"
+    assert _controller(CLUSTER_FILES) == cluster
+    # the portal as a deploy of this release leaves it again
+    code, result, output = portal["operation"](PORTAL, "deploy")
+    assert code == 0 and result["adapter_detail"]["releases"][PORTAL]["app_version"] == "1.1.0"
+
+
 def test_a_portal_host_without_the_platform_mount_is_refused_before_anything_changes(portal):
     host = f"{SPEC.name}-nomount"
     lab.add_host(SPEC.name, host, storage=False)

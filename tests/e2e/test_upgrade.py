@@ -1,13 +1,11 @@
 """An instance deployed by the last release's own driver, upgraded by this one and rolled back
 (Debian 13, Slurm 24.11): real daemons in systemd containers, both drivers by their full paths.
 
-The last release is the commit in tests/upgrade/FROM, checked out with `git worktree` and
-installed (`pip install --no-deps --target`) beside the runtime venv that gives it its
-dependencies, as the platform keeps each published bundle."""
+The last release is the commit in tests/upgrade/FROM, installed by driver.lab.releases beside
+the runtime venv that gives it its dependencies."""
 
 import json
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from driver import __version__
 from driver.lab import lab
 from driver.lab import requests as lab_requests
 from driver.lab import spec as lab_spec
+from driver.lab.releases import install_release, release_command
 
 pytestmark = pytest.mark.containers
 SPEC = lab_spec.LabSpec(name="upg", workers=2, distro="trixie", placement="separate")
@@ -36,32 +35,14 @@ FROM_VERSION = "1.0"
 HOSTS = (CONTROLLER, *WORKERS)
 
 
-def _install_release(runtime_venv: Path) -> Path:
-    """The release's package, built from its own commit; cached by the commit."""
-    target = ROOT / ".venv" / "release-install" / RELEASE
-    if (target / "ok").is_file():
-        return target
-    with tempfile.TemporaryDirectory() as folder:
-        tree = Path(folder) / "tree"
-        git = ["git", "-C", str(ROOT), "worktree"]
-        subprocess.run([*git, "add", "--detach", str(tree), RELEASE], check=True)
-        try:
-            pip = [str(runtime_venv / "bin" / "pip"), "install", "--disable-pip-version-check"]
-            into = ["--quiet", "--no-deps", "--target", str(target / "site")]
-            subprocess.run([*pip, *into, str(tree)], check=True)
-        finally:
-            subprocess.run([*git, "remove", "--force", str(tree)], check=True)
-    (target / "ok").write_text(RELEASE)
-    return target
-
-
 def _release_op(release: Path, env: dict[str, str], kind: str, target: str | None = None):
     """A member operation through the last release's driver (its console script, by its full
     path, finding its package first); the lab then knows the members as the result left them."""
     request = lab_requests.operation_request(SPEC.name, kind, target, {}, None)
+    command, release_env = release_command(release, env)
     ran = subprocess.run(
-        [str(release / "site" / "bin" / "slurm-app-driver"), "run", str(request)],
-        env={**env, "PYTHONPATH": str(release / "site")},
+        [*command, "run", str(request)],
+        env=release_env,
         capture_output=True,
         text=True,
         timeout=1200,
@@ -97,7 +78,7 @@ def _fingerprints() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def cluster(docker_engine, runtime_venv, tmp_path_factory):
-    release = _install_release(runtime_venv)
+    release = install_release(ROOT, RELEASE, runtime_venv, ROOT / ".venv" / "release-install")
     env = platform_env(tmp_path_factory.mktemp("driver-state"))
     lab.down(SPEC.name)
     path = lab.up(SPEC)
@@ -112,9 +93,10 @@ def cluster(docker_engine, runtime_venv, tmp_path_factory):
 
 
 def test_the_last_release_deployed_the_cluster_with_its_own_driver(cluster):
+    command, env = release_command(cluster["release"], cluster["env"])
     ran = subprocess.run(
-        [str(cluster["release"] / "site" / "bin" / "slurm-app-driver"), "--version"],
-        env={**cluster["env"], "PYTHONPATH": str(cluster["release"] / "site")},
+        [*command, "--version"],
+        env=env,
         capture_output=True,
         text=True,
         check=True,
