@@ -72,6 +72,24 @@ def _prometheus_up_at(moment: float) -> int:
     return int(on_host(SPEC.name, CONTROLLER, f'python3 -c "{script}"'))
 
 
+# A flat APT repository on the host that offers Slurm 27.05.0 (an index only: nothing of it is
+# ever installed), read by apt as a distribution update or a site's own sources would be.
+SLURM_NEXT = "/opt/slurm-next"
+OFFER_SLURM_27_05 = (
+    f"mkdir -p {SLURM_NEXT} && for p in slurmctld slurmdbd slurmd; do printf '%s\\n' "
+    "\"Package: $p\" 'Version: 27.05.0-1' 'Architecture: amd64' \"Filename: ./$p.deb\" "
+    "'Size: 1' 'Description: a later Slurm' ''; done > "
+    f"{SLURM_NEXT}/Packages && echo 'deb [trusted=yes] file:{SLURM_NEXT} ./' > "
+    "/etc/apt/sources.list.d/slurm-next.list && apt-get update -qq "
+    "-o Dir::Etc::SourceList=/etc/apt/sources.list.d/slurm-next.list "
+    "-o Dir::Etc::SourceParts=/dev/null -o APT::Get::List-Cleanup=0"
+)
+WITHDRAW_SLURM_27_05 = (
+    f"rm -rf {SLURM_NEXT} /etc/apt/sources.list.d/slurm-next.list "
+    "/var/lib/apt/lists/_opt_slurm-next_*; apt-cache policy slurmctld | grep -q 'Candidate: 24'"
+)
+
+
 def _fingerprints() -> dict[str, str]:
     return {host: host_fingerprint(SPEC.name, host) for host in HOSTS}
 
@@ -131,6 +149,17 @@ def test_refusals_change_nothing_on_any_host(cluster):
     assert code == 1 and result["error"]["code"] == "upgrade_unhealthy", result
     assert f"{WORKERS[1]} slurmd stopped" in result["error"]["message"]
     assert result["instance"]["status"] == "running"
+    # package sources that offer a Slurm too far ahead (27.05: its window starts at 25.11)
+    for host in HOSTS:
+        on_host(SPEC.name, host, OFFER_SLURM_27_05)
+    try:
+        code, result = lab_operation(SPEC.name, env, "upgrade", to_version=__version__)
+    finally:
+        for host in HOSTS:
+            on_host(SPEC.name, host, WITHDRAW_SLURM_27_05)
+    assert code == 1 and result["error"]["code"] == "upgrade_unsupported", result
+    assert "Slurm 27.05 (27.05.0)" in result["error"]["message"]
+    assert "24.11.5 is further back" in result["error"]["message"]
     assert _fingerprints() == before
     for host in HOSTS:
         kept = on_host(SPEC.name, host, "ls -A /var/lib/slurm-app-releases 2>/dev/null; true")
@@ -190,7 +219,8 @@ def test_the_upgrade_keeps_jobs_accounts_and_monitoring_data(cluster):
     assert {h: on_host(SPEC.name, h, "getent passwd labuser") for h in HOSTS} == users
     assert _prometheus_up_at(scraped_at) == series_before
     code, status = lab_operation(SPEC.name, env, "status")
-    assert code == 0 and status["instance"]["health"] == "healthy", status
+    health = status["adapter_detail"].get("health")
+    assert code == 0 and status["instance"]["health"] == "healthy", health
     assert {h: r["app_version"] for h, r in status["adapter_detail"]["releases"].items()} == (
         dict.fromkeys(HOSTS, __version__)
     )
@@ -230,4 +260,5 @@ def test_the_rollback_restores_the_queue_and_accounting_and_the_last_release_run
     release = cluster["release"]
     for kind, target in (("status", None), ("add_worker", JOINING), ("deploy", None)):
         code, result = _release_op(release, env, kind, target)
-        assert code == 0 and result["instance"]["health"] == "healthy", (kind, result)
+        health = (result.get("adapter_detail") or {}).get("health")
+        assert code == 0 and result["instance"]["health"] == "healthy", (kind, health, result)

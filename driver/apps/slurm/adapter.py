@@ -52,8 +52,8 @@ OPTION_VARS = {
     "wait_idle_timeout_s": "slurm_worker_wait_idle_timeout",
     "drain_timeout_s": "slurm_controller_drain_timeout",
     "reason": "slurm_controller_drain_reason",
-    "preview": "slurm_common_clean_preview",
     "force": "slurm_controller_remove_force",
+    "preview": "slurm_common_clean_preview",
     "backup_id": "slurm_controller_restore_backup_id",
     "batch_size": "slurm_worker_upgrade_batch_size",
     "to_version": "slurm_controller_rollback_to",
@@ -75,6 +75,7 @@ MONITORING_OPERATIONS = {
     "status",
     "decommission",
     "upgrade",
+    "rollback",
 }
 # The operations that prepare workers (slurm_worker's main): where the runtimes are installed.
 JOINING_OPERATIONS = {"deploy", "add_worker", "replace_worker", "replace_controller", "upgrade"}

@@ -61,7 +61,7 @@ def slurm_upgrade_verdict(
                     f"{wanted}: every member's package sources must offer one Slurm version",
                 )
                 return verdict
-            why = slurm_upgrade_refusal(package["installed"], offered)
+            why = slurm_upgrade_refusal(slurm_version(package["installed"]), slurm_version(offered))
             if why:
                 verdict["refusal"] = _refusal("upgrade_unsupported", f"{host}: {why}")
                 return verdict
