@@ -40,28 +40,46 @@ HOST_UNREACHABLE = 6
 
 
 class TaskInstance(StrictModel):
+    """The instance whose task runs."""
+
     id: UUID
+    """The instance's id."""
     app_slug: Slug
+    """The instance's app."""
     version: AppVersion
+    """The instance's version: its manifest entry declares the task."""
 
 
 class TaskCall(StrictModel):
+    """The task to run and what it is given."""
+
     name: TaskName
-    user: PosixName | SkipJsonSchema[None] = Field(
-        default=None, description="The cluster user the platform maps its user to."
-    )
+    """One of the version's tasks."""
+    user: PosixName | SkipJsonSchema[None] = None
+    """The cluster user the platform maps its user to."""
     input: dict[str, Any] = Field(default_factory=dict)
+    """The task's input, validated against its input_schema."""
 
 
 class TaskRequest(StrictModel):
+    """One typed task the platform's node agent (or an operator) runs on a member's host."""
+
     api_version: Literal["v1"]
+    """The contract's version."""
     correlation_id: Identifier
+    """The platform's trace id; the task's audit line carries it."""
     org_id: Identifier
+    """The organisation the project belongs to."""
     project_id: Identifier
+    """The project the allocation must belong to."""
     instance: TaskInstance
-    allocation: Allocation = Field(description="The host of the task's component.")
+    """The instance the task belongs to."""
+    allocation: Allocation
+    """The host of the task's component."""
     credentials: Credentials
+    """Where the SSH key is on the driver's host."""
     task: TaskCall
+    """The task and its input."""
 
 
 @dataclass

@@ -60,4 +60,5 @@ PosixName = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]*$", max
 class StrictModel(BaseModel):
     """Unknown keys are errors: a typo in a contract must never be silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # A field's docstring is its description in the shipped schema: one text for both readers.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)

@@ -30,6 +30,8 @@ from driver.models.common import (
 
 
 class MemberStatus(StrEnum):
+    """A member's lifecycle status, as the platform records it and the result reports it."""
+
     PENDING = "pending"
     PROVISIONING = "provisioning"
     READY = "ready"
@@ -42,23 +44,35 @@ class MemberStatus(StrEnum):
 
 
 class Member(StrictModel):
+    """One member of the instance: an allocation serving one of the app's components."""
+
     member_id: Identifier
+    """The platform's id of the member."""
     component_key: ComponentKey
+    """The manifest component the member serves (controller, worker, portal)."""
     allocation_id: UUID
+    """The allocation (host) the member runs on; listed in `allocations`."""
     status: MemberStatus
+    """The member's status as the platform recorded it before this operation."""
 
 
 class Instance(StrictModel):
+    """The app instance the operation acts on."""
+
     id: UUID
+    """The instance's id: names its lock, its credentials folder and its Slurm records."""
     app_slug: Slug
+    """The catalog entry (app) the instance runs."""
     version: AppVersion
+    """The catalog version the instance is at now (an upgrade names its target in
+    operation.options.to_version)."""
     name: Identifier | SkipJsonSchema[None] = None
-    config: dict[str, Any] = Field(
-        default_factory=dict, description="Validated against the version's config_schema."
-    )
-    placement_intent: dict[str, Any] = Field(
-        description="Validated against the version's placement_schema."
-    )
+    """The instance's display name on the platform; not used on the hosts."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """The instance's settings, validated against the version's config_schema."""
+    placement_intent: dict[str, Any]
+    """Which allocations serve which component, validated against the version's
+    placement_schema."""
 
 
 class LinkedInstance(StrictModel):
@@ -66,38 +80,46 @@ class LinkedInstance(StrictModel):
     the instance itself: its project, its app, its config and its members."""
 
     id: UUID
+    """The linked instance's id."""
     project_id: Identifier
+    """Its project: must be the request's."""
     app_slug: Slug
+    """Its catalog entry."""
     version: AppVersion
+    """Its catalog version."""
     config: dict[str, Any] = Field(default_factory=dict)
+    """Its settings, validated against its own version's config_schema."""
     members: list[Member]
+    """Its members; their allocations are listed in the request's `allocations`."""
 
 
 class OperationTargetRef(StrictModel):
+    """An allocation the operation acts on."""
+
     allocation_id: UUID
+    """The allocation's id; listed in `allocations`."""
 
 
 class Operation(StrictModel):
+    """The member operation to run: one playbook run."""
+
     id: Identifier
+    """The platform's id of this operation; every event and host journal entry carries it."""
     type: OperationType
+    """One of the version's operations (deploy, add_worker, ...)."""
     target: OperationTargetRef | SkipJsonSchema[None] = None
+    """The allocation the operation acts on, for an operation with a target."""
     targets: (
         Annotated[list[OperationTargetRef], Field(min_length=1, max_length=MAX_TARGETS)]
         | SkipJsonSchema[None]
-    ) = Field(
-        default=None,
-        description="The allocations an operation whose manifest entry allows several "
-        "(max_targets) acts on in one run, instead of target: a scale-out joins them all.",
-    )
-    replacement: OperationTargetRef | SkipJsonSchema[None] = Field(
-        default=None,
-        description="The new allocation that takes the target member's place, for an "
-        "operation whose manifest entry has replacement: true (replace_worker, "
-        "replace_controller).",
-    )
-    options: dict[str, Any] = Field(
-        default_factory=dict, description="Validated against the operation's options_schema."
-    )
+    ) = None
+    """The allocations an operation whose manifest entry allows several (max_targets) acts on
+    in one run, instead of target: a scale-out joins them all."""
+    replacement: OperationTargetRef | SkipJsonSchema[None] = None
+    """The new allocation that takes the target member's place, for an operation whose
+    manifest entry has replacement: true (replace_worker, replace_controller)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """The operation's options, validated against its options_schema."""
 
     @property
     def target_ids(self) -> list[UUID]:
@@ -108,28 +130,43 @@ class Operation(StrictModel):
 
 
 class Allocation(StrictModel):
+    """A host the platform allocated to the project."""
+
     id: UUID
+    """The allocation's id."""
     project_id: Identifier
+    """The project the allocation belongs to: must be the request's (tenant boundary)."""
     hostname: Hostname
+    """The host's name; Slurm's node name for a worker."""
     address: NetworkAddress
+    """The address (IP or DNS name) the driver connects to and the members reach it at."""
     ssh_user: PosixName = "root"
+    """The account the driver logs in with (root, or one with passwordless sudo)."""
     ssh_port: Annotated[int, Field(ge=1, le=65535)] = 22
+    """The host's SSH port."""
     cpus: Annotated[int, Field(ge=1, le=100000)] | SkipJsonSchema[None] = None
+    """CPUs the platform allocated; Slurm's node definition uses what the host reports."""
     memory_mb: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = None
+    """Memory the platform allocated, in MiB."""
     gpus: Annotated[int, Field(ge=0, le=64)] = 0
-    ssh_host_keys: list[SshHostKey] = Field(
-        min_length=1,
-        max_length=8,
-        description="The public host keys the allocation's sshd presents (as in "
-        "/etc/ssh/ssh_host_*_key.pub, without comment). The driver connects only to a host that "
-        "proves one of them: whatever else answers at the address gets nothing.",
-    )
+    """GPUs the platform allocated; a worker with GPUs gets gres/gpu and the DCGM exporter."""
+    ssh_host_keys: list[SshHostKey] = Field(min_length=1, max_length=8)
+    """The public host keys the allocation's sshd presents (as in /etc/ssh/ssh_host_*_key.pub,
+    without comment). The driver connects only to a host that proves one of them: whatever
+    else answers at the address gets nothing."""
 
 
 class Credentials(StrictModel):
+    """Files on the driver's host, inside the instance's credentials folder: never values."""
+
     ssh_private_key_file: AbsolutePath
+    """The private key the driver connects with (mode 600 or 400, the driver's user's)."""
     secrets_dir: AbsolutePath | SkipJsonSchema[None] = None
+    """The folder holding the secrets the config names by reference (OIDC client secret,
+    database password, ...)."""
     munge_key_file: AbsolutePath | SkipJsonSchema[None] = None
+    """The cluster's munge key, when the platform keeps it; otherwise the controller makes
+    one."""
 
 
 # A cluster of 10,000 workers plus its controller, portal and removed members' history; the
@@ -138,16 +175,28 @@ MAX_ALLOCATIONS = 20000
 
 
 class OperationRequest(StrictModel):
+    """One member operation the platform's app controller asks the driver to run."""
+
     api_version: Literal["v1"]
+    """The contract's version."""
     correlation_id: Identifier
+    """The platform's trace id; every event, audit line and host journal entry carries it."""
     org_id: Identifier
+    """The organisation the project belongs to."""
     project_id: Identifier
+    """The project every allocation must belong to."""
     instance: Instance
+    """The instance the operation acts on."""
     linked_instances: list[LinkedInstance] = Field(default_factory=list, max_length=16)
+    """Instances this one attaches to (the cluster a portal serves)."""
     members: list[Member] = Field(max_length=MAX_ALLOCATIONS)
+    """Every member of the instance, with its status before this operation."""
     operation: Operation
+    """The operation to run."""
     allocations: list[Allocation] = Field(max_length=MAX_ALLOCATIONS)
+    """Every allocation the placement, members, targets or linked instances name."""
     credentials: Credentials
+    """Where the SSH key and the secrets are on the driver's host."""
 
     def allocation(self, allocation_id: UUID) -> Allocation | None:
         return self._allocations_by_id.get(allocation_id)

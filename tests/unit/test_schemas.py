@@ -34,6 +34,18 @@ def test_shipped_schema_is_valid_and_strict(filename):
             ), sub
 
 
+@pytest.mark.parametrize("filename", list(SHIPPED))
+def test_every_field_of_every_shipped_schema_is_described(filename):
+    schema = json.loads((SCHEMA_DIR / filename).read_text())
+    undescribed = [
+        f"{sub.get('title', '?')}.{name}"
+        for _, sub in subschemas(schema)
+        for name, field in (sub.get("properties") or {}).items()
+        if not field.get("description")
+    ]
+    assert not undescribed, undescribed
+
+
 @pytest.mark.parametrize(
     ("pattern", "value", "matches"),
     [
