@@ -5,24 +5,37 @@ import sys
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TextIO
+from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError
 
+from driver.details.open_ondemand import PortalDetail
+from driver.details.slurm import SlurmDetail
+from driver.findings import Finding
+from driver.models.common import Identifier, OperationType, OutputModel, Slug, SparseOutput
 from driver.models.request import MemberStatus, OperationRequest
 
 
-class Context(BaseModel):
-    """Carried by every event so each line can be traced on its own (correlation first)."""
+class Context(OutputModel):
+    """Carried by every event so each line can be traced on its own (correlation first). A
+    field is null only in the result of a request too broken to give it (invalid_request)."""
 
     model_config = ConfigDict(frozen=True)
 
-    correlation_id: str
-    org_id: str
-    project_id: str
-    app_slug: str
-    app_instance_id: str
-    operation_id: str
-    operation_type: str
+    correlation_id: str | None
+    """The platform's trace id, from the request."""
+    org_id: str | None
+    """The request's organisation."""
+    project_id: str | None
+    """The request's project."""
+    app_slug: str | None
+    """The instance's app."""
+    app_instance_id: str | None
+    """The instance's id."""
+    operation_id: str | None
+    """The operation's id."""
+    operation_type: str | None
+    """The operation's type."""
 
     @classmethod
     def of(cls, request: OperationRequest) -> "Context":
@@ -35,6 +48,30 @@ class Context(BaseModel):
             operation_id=request.operation.id,
             operation_type=request.operation.type,
         )
+
+    @classmethod
+    def salvaged(cls, document: object) -> "Context":
+        """What an invalid request's document gives of the context: each value only where it
+        is what its field in the contract admits (nothing else of the document is echoed)."""
+        doc = document if isinstance(document, dict) else {}
+        instance = doc.get("instance") if isinstance(doc.get("instance"), dict) else {}
+        operation = doc.get("operation") if isinstance(doc.get("operation"), dict) else {}
+        return cls(
+            correlation_id=_admitted(Identifier, doc.get("correlation_id")),
+            org_id=_admitted(Identifier, doc.get("org_id")),
+            project_id=_admitted(Identifier, doc.get("project_id")),
+            app_slug=_admitted(Slug, instance.get("app_slug")),
+            app_instance_id=_admitted(UUID, instance.get("id")),
+            operation_id=_admitted(Identifier, operation.get("id")),
+            operation_type=_admitted(OperationType, operation.get("type")),
+        )
+
+
+def _admitted(kind: Any, value: object) -> str | None:
+    try:
+        return str(TypeAdapter(kind).validate_python(value))
+    except ValidationError:
+        return None
 
 
 class EventType(StrEnum):
@@ -51,20 +88,18 @@ class EventType(StrEnum):
     OPERATION_RESULT = "operation.result"
 
 
-class Event(Context):
-    ts: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
-    event: EventType
-    play: str | None = None
-    task: str | None = None
-    host: str | None = None
-    message: str | None = None
-    result: dict[str, Any] | None = None
+class ErrorInfo(OutputModel):
+    """Why an operation did not succeed."""
 
-
-class ErrorInfo(BaseModel):
     code: str
+    """The error's code (docs/platform-contract.md lists each)."""
     message: str
+    """What happened, for people; never a secret's value."""
     host: str | None = None
+    """The host it happened on, when one."""
+    findings: list[Finding] | None = None
+    """invalid_request: what is wrong with the request, each naming the field and what was
+    expected."""
     # A refusal a playbook reported on purpose: its code and its message less the marker. Set
     # only from a fail or assert task whose msg starts with "[code]" (driver.runner.collector),
     # never read out of other output; the result shows code and message alone.
@@ -88,47 +123,115 @@ def connection_reason(message: str) -> str:
     return f"{lines[0]} … {lines[-1]}"
 
 
-class MemberResult(BaseModel):
+class MemberResult(OutputModel):
+    """A member and its status after the operation."""
+
     member_id: str | None
+    """The platform's id of the member."""
     component_key: str
+    """The component it serves."""
     allocation_id: str
+    """Its allocation."""
     status: MemberStatus
+    """Its status now: the platform records it."""
 
 
 class InstanceStatus(StrEnum):
+    """The instance's status after the operation; `unchanged`: keep the one recorded."""
+
     RUNNING = "running"
     DEGRADED = "degraded"
     FAILED = "failed"
     STOPPED = "stopped"
     DELETED = "deleted"
+    UNCHANGED = "unchanged"
 
 
 class Health(StrEnum):
+    """The instance's health after the operation."""
+
     HEALTHY = "healthy"
     DEGRADED = "degraded"
     FAILED = "failed"
     UNKNOWN = "unknown"
 
 
-class HostStats(BaseModel):
+class InstanceOutcome(SparseOutput):
+    """The instance's status and health after the operation."""
+
+    id: str | None
+    """The instance's id (null only for a request too broken to give it)."""
+    status: InstanceStatus
+    """Its status; `unchanged` when the operation touched no host or only previewed."""
+    health: Health | None = None
+    """Its health; absent with status `unchanged`."""
+
+
+class HostStats(OutputModel):
+    """What the run did on one host: its tasks by outcome."""
+
     ok: int = 0
+    """Tasks that found the host as wanted."""
     changed: int = 0
+    """Tasks that changed it."""
     failed: int = 0
+    """Tasks that failed."""
     unreachable: int = 0
+    """Tasks that could not reach it."""
     skipped: int = 0
+    """Tasks skipped."""
 
 
-class Result(BaseModel):
-    status: str
+class ResultStatus(StrEnum):
+    """How the operation ended."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Result(OutputModel):
+    """What an operation did: the last event's `result`, and `run --result-file`."""
+
+    status: ResultStatus
+    """succeeded, failed (judged by the hosts' failures and unreachables, not rc) or
+    cancelled."""
     error: ErrorInfo | None = None
-    # False when the operation stopped before any host was contacted (members as sent)
+    """Why it did not succeed."""
     touched_hosts: bool = True
+    """False when the operation stopped before any host was contacted: members as sent."""
     members: list[MemberResult] = Field(default_factory=list)
-    instance: dict[str, str] = Field(default_factory=dict)
+    """Every member with its new status."""
+    instance: InstanceOutcome | None = None
+    """The instance's status and health."""
     changed: int = 0
+    """Changed tasks in total."""
     hosts: dict[str, HostStats] = Field(default_factory=dict)
+    """Per host, its tasks by outcome."""
     duration_s: float = 0.0
-    adapter_detail: dict[str, Any] = Field(default_factory=dict)
+    """How long the run took, in seconds."""
+    adapter_detail: SlurmDetail | PortalDetail | None = None
+    """The app's detail of what the run found and did (which keys an operation gives is in
+    docs/platform-contract.md)."""
+
+
+class Event(Context):
+    """One line of `run`'s JSON-lines output."""
+
+    ts: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
+    """When, in UTC (ISO 8601, milliseconds)."""
+    event: EventType
+    """What happened."""
+    play: str | None = None
+    """play.started: the play's name."""
+    task: str | None = None
+    """task.started and host events: the task's name."""
+    host: str | None = None
+    """Host events: the host."""
+    message: str | None = None
+    """host.failed, host.unreachable, operation.failed: what happened."""
+    result: Result | None = None
+    """operation.result: the operation's result."""
 
 
 class EventSink:
@@ -149,7 +252,19 @@ class EventSink:
     def __call__(self, event: EventType, **fields: Any) -> Event:
         record = Event(event=event, **self.context.model_dump(), **fields)
         self.events.append(record)
-        line = json.dumps(record.model_dump(mode="json", exclude_none=True)) + "\n"
+        # an event's own fields are absent where they say nothing; the context's are always
+        # there (null only for a request too broken to give them), the result keeps its nulls
+        dumped = record.model_dump(mode="json")
+        line = (
+            json.dumps(
+                {
+                    key: value
+                    for key, value in dumped.items()
+                    if value is not None or key in Context.model_fields
+                }
+            )
+            + "\n"
+        )
         for stream in self.streams:
             stream.write(line)
             stream.flush()

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 from rich.console import Console
 from rich.markup import escape
 
@@ -98,17 +98,27 @@ HINTS: dict[str, str] = {
 
 
 class Finding(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    """One thing wrong with a document."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
 
     code: str
+    """A stable code (docs/platform-contract.md lists each)."""
     path: str
+    """A JSON path into the document ($.operation.target)."""
     message: str
+    """What was expected; never the rejected value."""
     file: str | None = None
+    """The file, where the document came from one."""
     line: int | None = None
+    """The line, where it is known."""
     severity: Severity = Severity.ERROR
+    """error, or warning (lint only)."""
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def hint(self) -> str | None:
+        """How to fix it, where the code has a hint."""
         return HINTS.get(self.code) or HINTS.get(self.code.split(".", 1)[0])
 
 
@@ -126,7 +136,7 @@ def json_path(parts: Sequence[PathPart]) -> str:
 
 
 def render_json(findings: Iterable[Finding], **extra: object) -> str:
-    items = [{**f.model_dump(mode="json"), "hint": f.hint} for f in findings]
+    items = [f.model_dump(mode="json") for f in findings]
     return json.dumps({**extra, "findings": items, "count": len(items)}, indent=2)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from filelock import FileLock
+from jsonschema import Draft202012Validator
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -53,6 +54,26 @@ def slurm_text(rows: str, like: str = "") -> str:
     found = SLURM_SEPARATOR.search(like)
     separator = found.group() if found else f"|{secrets.token_hex(12)}|"
     return rows.replace("|", separator)
+
+
+def run_events(stdout: str) -> list[dict]:
+    """`run`'s JSON-lines output, every line checked against the shipped event schema (the
+    last one's result is checked as operation-result's): whatever the suite runs, the
+    driver's output keeps the published contract."""
+    events = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    for event in events:
+        _check_against("event.schema.json", event)
+        if "result" in event:
+            _check_against("operation-result.schema.json", event["result"])
+    return events
+
+
+def _check_against(schema_file: str, document: dict) -> None:
+    schema = json.loads((ROOT / "driver" / "schemas" / schema_file).read_text())
+    errors = sorted(
+        Draft202012Validator(schema).iter_errors(document), key=lambda e: list(e.absolute_path)
+    )
+    assert not errors, [f"{list(e.absolute_path)}: {e.message}" for e in errors[:5]]
 
 
 def example(name: str) -> dict:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from driver.details.common import CommonDetail
 from driver.documents import LinePath
 from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory
@@ -46,6 +47,8 @@ class AppAdapter:
     """Defaults for an app that needs nothing beyond its manifest."""
 
     slug: ClassVar[str] = ""
+    # The model of the app's adapter_detail (published in `schema operation-result`).
+    detail_model: ClassVar[type[CommonDetail]] = CommonDetail
     # The member status an operation leaves on the members it touched when it succeeds
     # (None: unchanged), and the instance's status and health after it.
     status_after: ClassVar[dict[str, MemberStatus | None]] = {

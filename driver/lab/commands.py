@@ -2,6 +2,7 @@
 subcommand; each builds what the platform would send and runs it as `run` and `task` do."""
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -11,12 +12,14 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from driver import terminal
 from driver.catalog import load_entry
-from driver.cli import Exit, _load_checked, _usage, cmd_task, execute
+from driver.cli import add_command, add_format_option, cmd_task
 from driver.lab import requests as lab_requests
 from driver.lab import spec as lab_spec
 from driver.lab.distros import DEFAULT_DISTRO, DISTROS
 from driver.lab.errors import LabError
+from driver.operation import Exit, Refusal, execute, load_checked, refused_run, usage
 
 
 def _lab() -> ModuleType | int:
@@ -26,44 +29,44 @@ def _lab() -> ModuleType | int:
     except ModuleNotFoundError as exc:
         if exc.name not in ("docker", "filelock"):
             raise
-        return _usage(
+        return usage(
             f"the lab needs {exc.name}: pip install 'slurm-app-bundle[lab]' "
             "(scripts/setup.sh installs it)",
-            "human",
+            "text",
         )
     return lab
 
 
 def _out() -> Console:
-    return Console(file=sys.stdout)
+    return terminal.console(sys.stdout)
 
 
 def _failed(exc: LabError) -> int:
-    Console(file=sys.stderr).print(f"[red]lab:[/red] {escape(str(exc))}", highlight=False)
+    terminal.console(sys.stderr).print(f"[red]lab:[/red] {escape(str(exc))}", highlight=False)
     return Exit.FAILED
 
 
-def _option(text: str) -> tuple[str, Any]:
+def _option(text: str) -> tuple[str, str]:
+    """`--option KEY=VALUE` as argparse reads it: a malformed one is a usage error (exit 2)."""
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise SystemExit(f"--option {text!r}: expected KEY=VALUE")
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    return key, value
 
 
-def _options(texts: list[str], operation: str) -> dict[str, Any]:
-    """The options as the operation takes them: an option its schema types as a string stays
-    the text given (`to_version=1.0` is the version "1.0", not the number)."""
+def _options(given: list[tuple[str, str]], operation: str) -> dict[str, Any]:
+    """The options as the operation takes them: VALUE read as JSON where it parses (600,
+    true), except for an option its schema types as a string, which stays the text given
+    (`to_version=1.0` is the version "1.0", not the number)."""
     loaded = load_entry("slurm-reference")
     specs = [v.operation(operation) for v in loaded.entry.versions] if loaded else []
     properties = next((s.options_schema.get("properties", {}) for s in specs if s), {})
-    options = {}
-    for text in texts:
-        key, value = _option(text)
-        if properties.get(key, {}).get("type") == "string" and not isinstance(value, str):
-            value = text.partition("=")[2]
+    options: dict[str, Any] = {}
+    for key, text in given:
+        value: Any = text
+        if properties.get(key, {}).get("type") != "string":
+            with contextlib.suppress(json.JSONDecodeError):
+                value = json.loads(text)
         options[key] = value
     return options
 
@@ -72,7 +75,7 @@ def lab_up(args: argparse.Namespace) -> int:
     lab = _lab()
     if isinstance(lab, int):
         return lab
-    console, failed = _out(), Console(file=sys.stderr)
+    console, failed = _out(), terminal.console(sys.stderr)
     spec = lab_spec.LabSpec(
         name=args.name,
         workers=args.workers,
@@ -89,9 +92,9 @@ def lab_up(args: argparse.Namespace) -> int:
     result_file = request.with_name("deploy-result.json")
     events_file = request.with_name("deploy-events.jsonl")
     console.print(f"deploy request: {request}", highlight=False, markup=False, soft_wrap=True)
-    loaded = _load_checked(str(request), "human", files=True)
-    if isinstance(loaded, int):
-        return loaded
+    loaded = load_checked(str(request), files=True)
+    if isinstance(loaded, Refusal):
+        return refused_run(loaded, args.format, str(result_file), str(events_file))
     code = execute(loaded, args.format, str(result_file), str(events_file))
     if code != Exit.OK:
         failed.print(
@@ -149,7 +152,7 @@ def lab_task(args: argparse.Namespace) -> int:
     try:
         given = json.loads(args.input) if args.input else {}
     except ValueError as exc:
-        return _usage(f"--input: not JSON ({exc})", "human")
+        return usage(f"--input: not JSON ({exc})", "text")
     try:
         request = lab_requests.task_request(args.name, args.task, args.user, given)
     except LabError as exc:
@@ -169,10 +172,10 @@ def lab_op(args: argparse.Namespace) -> int:
     except LabError as exc:
         return _failed(exc)
     _out().print(f"request: {request}", highlight=False, markup=False, soft_wrap=True)
-    loaded = _load_checked(str(request), "human", files=True)
-    if isinstance(loaded, int):
-        return loaded
     stem = request.with_suffix("")
+    loaded = load_checked(str(request), files=True)
+    if isinstance(loaded, Refusal):
+        return refused_run(loaded, args.format, f"{stem}-result.json", f"{stem}-events.jsonl")
     code = execute(loaded, args.format, f"{stem}-result.json", f"{stem}-events.jsonl")
     try:
         lab_requests.record_members(args.name, Path(f"{stem}-result.json"))
@@ -204,13 +207,33 @@ def lab_status(args: argparse.Namespace) -> int:
 
 def add_lab_parser(sub: Any) -> None:
     """`lab` and its subcommands on the driver's parser, each dispatched to its function."""
-    lab_parser = sub.add_parser("lab", help="a local container lab standing in for the platform")
+    lab_parser = add_command(
+        sub,
+        "lab",
+        "a local container lab standing in for the platform",
+        "slurm-app-driver lab up && slurm-app-driver lab op status && slurm-app-driver lab down",
+    )
     lab_sub = lab_parser.add_subparsers(dest="lab_command", required=True)
-    up = lab_sub.add_parser("up", help="start hosts, deploy through the driver, run a job")
+    up = add_command(
+        lab_sub,
+        "up",
+        "start hosts, deploy through the driver, run a job",
+        "slurm-app-driver lab up --name demo --workers 3 --storage platform_mount",
+    )
     up.add_argument("--name", default="lab", help="lab name (default: lab)")
     up.add_argument("--workers", type=int, default=2, help="separate workers (default: 2)")
-    up.add_argument("--distro", choices=sorted(DISTROS), default=DEFAULT_DISTRO)
-    up.add_argument("--placement", choices=("separate", "same_node"), default="separate")
+    up.add_argument(
+        "--distro",
+        choices=sorted(DISTROS),
+        default=DEFAULT_DISTRO,
+        help=f"the hosts' Debian release (default: {DEFAULT_DISTRO})",
+    )
+    up.add_argument(
+        "--placement",
+        choices=("separate", "same_node"),
+        default="separate",
+        help="same_node: one host is controller and worker (default: separate)",
+    )
     up.add_argument(
         "--storage",
         choices=("allocation_local", "platform_mount"),
@@ -230,16 +253,25 @@ def add_lab_parser(sub: Any) -> None:
         default=0,
         help="NVIDIA GPU device files on each host that runs slurmd (0 to 8; no GPU behind them)",
     )
-    up.add_argument("--format", choices=("text", "json"), default="text")
+    add_format_option(up, "text", "text: progress for people; json: the run's JSON-lines events")
     up.set_defaults(func=lab_up)
-    down = lab_sub.add_parser("down", help="remove the lab's containers, network and files")
-    down.add_argument("--name", default="lab")
+    down = add_command(
+        lab_sub,
+        "down",
+        "remove the lab's containers, network and files",
+        "slurm-app-driver lab down --name demo",
+    )
+    down.add_argument("--name", default="lab", help="lab name (default: lab)")
     down.set_defaults(func=lab_down)
-    add_host = lab_sub.add_parser(
-        "add-host", help="start one more host in a deployed lab (for add_worker)"
+    add_host = add_command(
+        lab_sub,
+        "add-host",
+        "start one more host in a deployed lab (for add_worker)",
+        "slurm-app-driver lab add-host lab-w03 && slurm-app-driver lab op add_worker "
+        "--target lab-w03",
     )
     add_host.add_argument("host", help="its host name, e.g. lab-w03")
-    add_host.add_argument("--name", default="lab")
+    add_host.add_argument("--name", default="lab", help="lab name (default: lab)")
     add_host.add_argument(
         "--without-storage",
         action="store_true",
@@ -252,12 +284,14 @@ def add_lab_parser(sub: Any) -> None:
         help="NVIDIA GPU device files to create on it (0 to 8; no GPU behind them)",
     )
     add_host.set_defaults(func=lab_add_host)
-    op = lab_sub.add_parser(
+    op = add_command(
+        lab_sub,
         "op",
-        help="run a member operation on a deployed lab (the request is derived from its deploy)",
+        "run a member operation on a deployed lab (the request is derived from its deploy)",
+        "slurm-app-driver lab op drain_worker --target lab-w01 --option reason=maintenance",
     )
     op.add_argument("operation", help="add_worker, drain_worker, status, stop, ...")
-    op.add_argument("--name", default="lab")
+    op.add_argument("--name", default="lab", help="lab name (default: lab)")
     op.add_argument(
         "--target",
         action="append",
@@ -273,19 +307,28 @@ def add_lab_parser(sub: Any) -> None:
         "--option",
         action="append",
         default=[],
+        type=_option,
         metavar="KEY=VALUE",
         help="an operation option; VALUE is read as JSON when it parses (600, true), else text",
     )
-    op.add_argument("--format", choices=("text", "json"), default="text")
+    add_format_option(op, "text", "text: progress for people; json: the run's JSON-lines events")
     op.set_defaults(func=lab_op)
-    task = lab_sub.add_parser(
-        "task", help="run one of the app's typed tasks on the lab's controller (queue, submit, ...)"
+    task = add_command(
+        lab_sub,
+        "task",
+        "run one of the app's typed tasks on the lab's controller (queue, submit, ...)",
+        "slurm-app-driver lab task queue --user labuser",
     )
     task.add_argument("task", help="queue, nodes, submit or cancel")
-    task.add_argument("--name", default="lab")
+    task.add_argument("--name", default="lab", help="lab name (default: lab)")
     task.add_argument("--user", help="the cluster user asking (submit and cancel)")
     task.add_argument("--input", help="the task's input as JSON")
     task.set_defaults(func=lab_task)
-    status = lab_sub.add_parser("status", help="list lab hosts (and sinfo for --name)")
-    status.add_argument("--name", default=None)
+    status = add_command(
+        lab_sub,
+        "status",
+        "list lab hosts (and sinfo for --name)",
+        "slurm-app-driver lab status --name lab",
+    )
+    status.add_argument("--name", default=None, help="one lab (default: every lab)")
     status.set_defaults(func=lab_status)

@@ -7,7 +7,13 @@ control characters unless the target format needs them.
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    model_serializer,
+)
 
 Slug = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$", max_length=63)]
 Identifier = Annotated[
@@ -62,3 +68,27 @@ class StrictModel(BaseModel):
 
     # A field's docstring is its description in the shipped schema: one text for both readers.
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class OutputModel(BaseModel):
+    """Something the driver answers with: every key is declared (a key the schema does not
+    describe is a defect the tests catch), and each field's docstring is its description."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        use_attribute_docstrings=True,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+
+class SparseOutput(OutputModel):
+    """An answer whose keys say what the run gave: a field never set is left out, one set to
+    null stays (a member with no release recorded)."""
+
+    # No return annotation: pydantic then publishes the model's own schema for its output.
+    @model_serializer(mode="wrap")
+    def _only_what_was_given(self, handler: SerializerFunctionWrapHandler):  # noqa: ANN202
+        given = self.model_fields_set
+        return {key: value for key, value in handler(self).items() if key in given}

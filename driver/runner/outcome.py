@@ -1,9 +1,20 @@
 """A run's outcome: each member's status, the instance's status and health, the app's detail."""
 
+import sys
 from typing import Any
 
+from pydantic import ValidationError
+
 from driver.apps.base import OperationError
-from driver.events import ErrorInfo, Health, InstanceStatus, MemberResult, Result
+from driver.details.common import CommonDetail
+from driver.events import (
+    ErrorInfo,
+    Health,
+    InstanceOutcome,
+    InstanceStatus,
+    MemberResult,
+    Result,
+)
 from driver.models.request import MemberStatus, OperationRequest
 from driver.runner.plan import RunPlan
 
@@ -16,7 +27,7 @@ def untouched(request: OperationRequest, error: ErrorInfo) -> Result:
         error=error,
         touched_hosts=False,
         members=members_as_sent(request),
-        instance={"id": str(request.instance.id), "status": "unchanged"},
+        instance=InstanceOutcome(id=str(request.instance.id), status=InstanceStatus.UNCHANGED),
     )
 
 
@@ -57,7 +68,9 @@ def member_statuses(plan: RunPlan, result: Result, failed: bool, reported: dict[
     if plan.adapter.previews(request) and not failed:
         # a preview changes nothing: members and the instance stay as they were
         result.members = members_as_sent(request)
-        result.instance = {"id": str(request.instance.id), "status": "unchanged"}
+        result.instance = InstanceOutcome(
+            id=str(request.instance.id), status=InstanceStatus.UNCHANGED
+        )
         return
     after = plan.adapter.status_after.get(request.operation.type)
     targets = set(request.operation.target_ids)
@@ -126,11 +139,7 @@ def member_statuses(plan: RunPlan, result: Result, failed: bool, reported: dict[
         ) or plan.adapter.instance_after.get(
             request.operation.type, (InstanceStatus.RUNNING, Health.HEALTHY)
         )
-    result.instance = {
-        "id": str(request.instance.id),
-        "status": status.value,
-        "health": health.value,
-    }
+    result.instance = InstanceOutcome(id=str(request.instance.id), status=status, health=health)
 
 
 def _replacement_status(
@@ -149,9 +158,19 @@ def _replacement_status(
     return sent
 
 
-def adapter_detail(plan: RunPlan, reported: dict[str, Any], failed: bool) -> dict[str, Any]:
-    return {
+def adapter_detail(plan: RunPlan, reported: dict[str, Any], failed: bool) -> CommonDetail:
+    """The app's detail, as its model (the published schema) types it. A detail the model
+    refuses is a bundle defect: the tests check every result against the schema, and the
+    platform still gets the outcome (the fields the model knows, as they were), with the
+    defect on the driver's stderr."""
+    detail = {
         "app_version_label": plan.request.instance.version,
         "hosts_touched": sorted(plan.inventory.hosts),
         **plan.adapter.detail(plan.request, plan.inventory, reported, failed),
     }
+    model = plan.adapter.detail_model
+    try:
+        return model.model_validate(detail)
+    except ValidationError as exc:
+        print(f"slurm-app-driver: adapter_detail breaks its schema: {exc}", file=sys.stderr)
+        return model.model_construct(**detail)

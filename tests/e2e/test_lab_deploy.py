@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import VENV, console_script
+from conftest import VENV, console_script, run_events
 from lab_tools import (
     WebhookSink,
     check_a_hostile_job_name_is_read_as_a_name,
@@ -85,7 +85,7 @@ def driver_watching_run_dir(*args: str, env: dict[str, str], state: Path) -> tup
 
 
 def events(stdout: str) -> list[dict]:
-    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    return run_events(stdout)
 
 
 # The platform's alert endpoint token: sent by Alertmanager, never in any output.

@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, VENV, console_script
+from conftest import ROOT, VENV, console_script, run_events
 from lab_tools import (
     check_homes_are_their_users_alone,
     lab_gateway,
@@ -139,7 +139,7 @@ def portal(docker_engine, open_ondemand_upstream, tmp_path_factory):
     def operation(host: str, kind: str, change=None) -> tuple[int, dict, str]:
         path = request(host, kind, change)
         ran = console_script("run", str(path), env=env, timeout=1200)
-        lines = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
+        lines = run_events(ran.stdout)
         result = lines[-1]["result"]
         # the times the README reports (seen with pytest -s)
         print(f"{kind} on {host}: {result.get('duration_s')} s, {result.get('changed')} changes")

@@ -16,7 +16,7 @@ import time
 
 import pytest
 import yaml
-from conftest import ROOT, console_script
+from conftest import ROOT, console_script, run_events
 from lab_tools import (
     check_a_hostile_job_name_is_read_as_a_name,
     check_controller_replacement,
@@ -133,7 +133,7 @@ def test_a_full_converge_changes_only_the_records_and_the_teams_are_as_configure
     ran = console_script(
         "run", str(lab_spec.lab_dir(SPEC.name) / "deploy.json"), env=env, timeout=1200
     )
-    events = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
+    events = run_events(ran.stdout)
     assert ran.returncode == 0, events[-1]
     changed = {(e["host"], e["task"]) for e in events if e["event"] == "host.changed"}
     assert changed == {("old-ctl", "Write the record"), ("old-w01", "Write the record")}

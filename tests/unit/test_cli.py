@@ -117,7 +117,7 @@ def test_validate_request_missing_file_exits_two():
     assert run("validate-request", "/nonexistent.json").returncode == 2
 
 
-@pytest.mark.parametrize("fmt", ["human", "json"])
+@pytest.mark.parametrize("fmt", ["text", "json"])
 @pytest.mark.parametrize(
     ("pointer", "field"),
     [
@@ -163,7 +163,7 @@ def test_rejected_values_are_not_quoted(tmp_path, field):
     node[field[-1]] = marker
     path = tmp_path / "r.json"
     path.write_text(json.dumps(request))
-    for fmt in ("human", "json"):
+    for fmt in ("text", "json"):
         result = run("validate-request", "--format", fmt, str(path))
         assert result.returncode == 2
         assert "hunter2" not in result.stdout + result.stderr
@@ -237,3 +237,82 @@ def test_an_oversized_request_is_refused_unread(tmp_path):
     result = run("validate-request", "--format", "json", str(big))
     assert result.returncode == 2
     assert json.loads(result.stdout)["findings"][0]["code"] == "request-too-large"
+
+
+def test_text_output_prints_colon_names_as_written(tmp_path):
+    """Rich's emoji codes are off: `:100:` in a path is a path, not an emoji."""
+    folder = tmp_path / "loop.json:100:"
+    shutil.copytree(MANIFESTS / "open-ondemand", folder)
+    text = (folder / "manifest.yaml").read_text().replace("port: 443", "port: 0")
+    (folder / "manifest.yaml").write_text(text)
+    result = run("lint", str(folder))
+    assert result.returncode == 1
+    assert "loop.json:100:/manifest.yaml" in result.stdout
+    assert "\N{HUNDRED POINTS SYMBOL}" not in result.stdout
+
+
+def _subcommands(parser=None, prefix=()):
+    """Every (sub)command's parser, by its words."""
+    import argparse
+
+    from driver.cli import build_parser
+
+    parser = parser or build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield (*prefix, name), child
+                yield from _subcommands(child, (*prefix, name))
+
+
+def test_every_option_has_help_and_every_command_an_example():
+    for words, parser in _subcommands():
+        has_commands = any(a.__class__.__name__ == "_SubParsersAction" for a in parser._actions)
+        assert "example:" in (parser.epilog or ""), words
+        for action in parser._actions:
+            if action.dest in ("help", "command", "lab_command") or (
+                has_commands and not (action.option_strings)
+            ):
+                continue
+            assert action.help, (words, action.dest)
+
+
+def test_every_format_option_says_text_or_json():
+    formats = {
+        words: next(a for a in parser._actions if a.dest == "format").choices
+        for words, parser in _subcommands()
+        if any(a.dest == "format" for a in parser._actions)
+    }
+    assert set(formats) >= {("lint",), ("validate-request",), ("run",), ("inventory",)}
+    assert {tuple(choices) for choices in formats.values()} == {("text", "json")}
+
+
+def test_a_former_format_word_still_works_with_a_warning():
+    result = run(
+        "validate-request", "--format", "human", str(EXAMPLES / "slurm-reference/deploy.json")
+    )
+    assert result.returncode == 0 and result.stdout.startswith("ok:")
+    assert "--format human is deprecated; use --format text" in result.stderr
+    shown = run("inventory", "--format", "yaml", str(EXAMPLES / "slurm-reference/deploy.json"))
+    assert shown.returncode == 0 and "all:" in shown.stdout
+
+
+def test_a_malformed_lab_option_is_a_usage_error():
+    result = run("lab", "op", "status", "--option", "no-equals-sign")
+    assert result.returncode == 2
+    assert "expected KEY=VALUE" in result.stderr
+
+
+def test_a_failed_result_without_a_host_names_none():
+    from io import StringIO
+
+    from driver.operation import render_result
+    from driver.events import ErrorInfo, Result
+    from driver.models.request import OperationRequest
+    from driver.terminal import console
+
+    request = OperationRequest.model_validate(example("slurm-reference/deploy"))
+    out = StringIO()
+    failed = Result(status="failed", error=ErrorInfo(code="internal_error", message="boom"))
+    render_result(console(out), request, failed)
+    assert "error internal_error: boom" in out.getvalue() and "None" not in out.getvalue()

@@ -11,7 +11,7 @@ from conftest import ROOT
 
 # Lowest first; a package imports from its own rank or below. cli and lab share the top.
 LAYERS = [
-    ("driver.models", "driver.findings"),
+    ("driver.models", "driver.findings", "driver.details", "driver.terminal"),
     ("driver.documents", "driver.events", "driver.inventory"),
     ("driver.schema_check", "driver.catalog"),
     ("driver.site", "driver.role_code"),
@@ -19,7 +19,7 @@ LAYERS = [
     ("driver.request_check",),
     ("driver.runner", "driver.task"),
     ("driver.schemagen",),
-    ("driver.cli", "driver.lab"),
+    ("driver.cli", "driver.lab", "driver.operation"),
 ]
 RANK = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}
 MODULES = sorted(set((ROOT / "driver").rglob("*.py")) - {ROOT / "driver" / "__init__.py"})

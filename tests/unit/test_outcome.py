@@ -64,7 +64,7 @@ def test_a_drain_changes_its_target_only():
     plan = _plan("drain_worker")
     result = _outcome(plan)
     assert _statuses(result) == {"m-ctl": "ready", "m-w1": "ready", "m-w2": "drained"}
-    assert result.instance["status"] == "running"
+    assert result.instance.status == "running"
 
 
 def test_a_drain_that_ran_out_of_time_leaves_the_target_draining_and_the_controller_ready():
@@ -79,7 +79,7 @@ def test_a_drain_that_ran_out_of_time_leaves_the_target_draining_and_the_control
     assert result.error is not None and result.error.code == "drain_timeout"
     assert "[drain_timeout]" not in result.error.message and "job(s) 7" in result.error.message
     assert _statuses(result) == {"m-ctl": "ready", "m-w1": "ready", "m-w2": "draining"}
-    assert (result.instance["status"], result.instance["health"]) == ("running", "unknown")
+    assert (result.instance.status, result.instance.health) == ("running", "unknown")
 
 
 def test_a_deploy_with_every_node_drained_changes_no_member_and_degrades():
@@ -100,7 +100,7 @@ def test_a_deploy_with_every_node_drained_changes_no_member_and_degrades():
     result = _outcome(plan, failed_hosts={controller}, error=error)
     assert result.error is not None and result.error.code == "no_node_in_service"
     assert _statuses(result) == {"m-ctl": "ready", "m-w1": "drained", "m-w2": "drained"}
-    assert (result.instance["status"], result.instance["health"]) == ("running", "degraded")
+    assert (result.instance.status, result.instance.health) == ("running", "degraded")
 
 
 def test_an_unknown_code_in_brackets_is_an_ordinary_failure():
@@ -110,7 +110,7 @@ def test_an_unknown_code_in_brackets_is_an_ordinary_failure():
     result = _outcome(plan, failed_hosts={controller}, error=error)
     assert result.error is not None and result.error.code == "host_failed"
     assert _statuses(result)["m-ctl"] == "failed"
-    assert result.instance["status"] == "failed"
+    assert result.instance.status == "failed"
 
 
 @pytest.mark.parametrize(
@@ -135,7 +135,7 @@ def test_a_code_comes_only_from_a_fail_or_assert_task(action, message, stderr):
     error = _failure(controller, "host_failed", message, action=action, stderr=stderr)
     result = _outcome(plan, failed_hosts={controller}, error=error)
     assert result.error is not None and result.error.code == "host_failed"
-    assert _statuses(result)["m-ctl"] == "failed" and result.instance["status"] == "failed"
+    assert _statuses(result)["m-ctl"] == "failed" and result.instance.status == "failed"
 
 
 @pytest.mark.parametrize("action", ["ansible.builtin.assert", "assert", "ansible.legacy.fail"])
@@ -161,7 +161,7 @@ def test_a_failed_join_fails_the_new_member_and_degrades_the_instance():
         "m-w2": "ready",
         "m-w3": "failed",
     }
-    assert (result.instance["status"], result.instance["health"]) == ("running", "degraded")
+    assert (result.instance.status, result.instance.health) == ("running", "degraded")
 
 
 def test_a_join_of_several_makes_each_new_member_ready():
@@ -175,7 +175,7 @@ def test_a_join_of_several_makes_each_new_member_ready():
         "m-w4": "ready",
         "m-w5": "ready",
     }
-    assert (result.instance["status"], result.instance["health"]) == ("running", "healthy")
+    assert (result.instance.status, result.instance.health) == ("running", "healthy")
 
 
 def test_a_join_of_several_where_one_fails_reports_which_joined():
@@ -190,7 +190,7 @@ def test_a_join_of_several_where_one_fails_reports_which_joined():
         "m-w4": "failed",
         "m-w5": "ready",
     }
-    assert (result.instance["status"], result.instance["health"]) == ("running", "degraded")
+    assert (result.instance.status, result.instance.health) == ("running", "degraded")
     assert result.error is not None
     assert result.error.message.endswith(
         "; failed on 1 of 3 targets (gpu-04), done on gpu-03, gpu-05"
@@ -215,7 +215,7 @@ def test_a_join_of_several_where_the_controller_fails_fails_them_all():
     statuses = _statuses(result)
     assert statuses["m-ctl"] == "failed"
     assert [statuses[m] for m in ("m-w3", "m-w4", "m-w5")] == ["pending"] * 3
-    assert result.instance["status"] == "failed"
+    assert result.instance.status == "failed"
     assert result.error is not None and result.error.message == "Apply: boom"
 
 
@@ -230,7 +230,7 @@ def test_a_replacement_takes_the_targets_place():
         "m-w2": "removed",
         "m-w3": "ready",
     }
-    assert (result.instance["status"], result.instance["health"]) == ("running", "healthy")
+    assert (result.instance.status, result.instance.health) == ("running", "healthy")
 
 
 def test_a_new_controller_takes_the_old_ones_place_and_the_placement_follows():
@@ -286,7 +286,7 @@ def test_a_refused_backup_changes_no_member():
         "m-w2": "ready",
         "m-ctl2": "pending",
     }
-    assert (result.instance["status"], result.instance["health"]) == ("running", "unknown")
+    assert (result.instance.status, result.instance.health) == ("running", "unknown")
 
 
 # (failing host, its error code and message, the workers that joined) -> the old worker's and
@@ -337,7 +337,7 @@ def test_a_replacement_that_fails_leaves_at_least_the_capacity_it_found(failure,
     statuses = _statuses(result)
     assert (statuses["m-ctl"], statuses["m-w1"]) == ("ready", "ready")
     assert (statuses["m-w2"], statuses["m-w3"]) == (old, new)
-    assert (result.instance["status"], result.instance["health"]) == ("running", health)
+    assert (result.instance.status, result.instance.health) == ("running", health)
 
 
 @pytest.mark.parametrize(
@@ -368,7 +368,7 @@ def test_an_operators_drain_outlasts_every_operation_but_resume(operation, drain
 def test_a_stop_changes_every_touched_member():
     result = _outcome(_plan("stop"))
     assert set(_statuses(result).values()) == {"stopped"}
-    assert result.instance["status"] == "stopped"
+    assert result.instance.status == "stopped"
 
 
 @pytest.mark.parametrize(
@@ -391,7 +391,7 @@ def test_a_lifecycle_operation_goes_on_without_a_dead_worker_and_fails_its_membe
     statuses = _statuses(result)
     assert statuses.pop("m-w2") == "failed"
     assert set(statuses.values()) == {others}
-    assert (result.instance["status"], result.instance["health"]) == instance
+    assert (result.instance.status, result.instance.health) == instance
     reported = {"slurm_app_not_reached": not_reached}
     assert plan.adapter.detail(plan.request, plan.inventory, reported, failed=False) == {
         "not_reached": [{"host": dead, "reason": not_reached[dead]}]

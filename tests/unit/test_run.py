@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import ROOT, example
+from conftest import ROOT, example, run_events
 
 from driver.runner.locks import instance_lock
 
@@ -34,11 +34,11 @@ def _request(tmp_path: Path) -> Path:
     return path
 
 
-def _run(path: Path, state: Path, **env: str) -> subprocess.CompletedProcess:
+def _run(path: Path, state: Path, *options: str, **env: str) -> subprocess.CompletedProcess:
     """The console script by its full path with a PATH that lacks the venv, as the platform
     calls it: the driver must find the ansible-playbook of its own installation."""
     return subprocess.run(
-        [str(Path(sys.executable).parent / "slurm-app-driver"), "run", str(path)],
+        [str(Path(sys.executable).parent / "slurm-app-driver"), "run", str(path), *options],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -71,7 +71,7 @@ def test_busy_instance_exits_three(tmp_path, monkeypatch):
     with instance_lock(instance):
         result = _run(path, tmp_path / "state")
     assert result.returncode == 3, result.stdout + result.stderr
-    events = [json.loads(line) for line in result.stdout.splitlines()]
+    events = run_events(result.stdout)
     assert [e["event"] for e in events] == ["operation.failed", "operation.result"]
     final = events[-1]["result"]
     assert final["error"]["code"] == "instance_busy"
@@ -92,7 +92,7 @@ def test_an_operation_without_a_playbook_reports_members_unchanged(tmp_path):
     path = _request(tmp_path)
     result = _run(path, tmp_path / "state", SLURM_APP_BUNDLE=str(_bundle(tmp_path, {})))
     assert result.returncode == 1, result.stdout + result.stderr
-    final = [json.loads(line) for line in result.stdout.splitlines()][-1]["result"]
+    final = run_events(result.stdout)[-1]["result"]
     assert final["error"]["code"] == "playbook_missing"
     _assert_untouched(final, json.loads(path.read_text()))
 
@@ -100,7 +100,7 @@ def test_an_operation_without_a_playbook_reports_members_unchanged(tmp_path):
 def test_unreachable_hosts_fail_the_operation(tmp_path):
     result = _run(_request(tmp_path), tmp_path / "state")
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
-    events = [json.loads(line) for line in result.stdout.splitlines()]
+    events = run_events(result.stdout)
     unreachable = [e for e in events if e["event"] == "host.unreachable"]
     # The preflight play reaches every host before anything changes: all three are found out
     assert {e["host"] for e in unreachable} == {"slurm-ctl", "gpu-01", "gpu-02"}
@@ -127,7 +127,48 @@ def test_invalid_request_exits_two_before_any_host(tmp_path):
     path.write_text(json.dumps(data))
     result = _run(path, tmp_path / "state")
     assert result.returncode == 2
-    assert "tenant-boundary" in result.stdout
+    events = run_events(result.stdout)
+    assert [e["event"] for e in events] == ["operation.failed", "operation.result"]
+    final = events[-1]
+    assert final["correlation_id"] == data["correlation_id"]
+    assert final["operation_id"] == data["operation"]["id"]
+    error = final["result"]["error"]
+    assert error["code"] == "invalid_request" and final["result"]["touched_hosts"] is False
+    assert [f["code"] for f in error["findings"]] == ["tenant-boundary"]
+    assert error["findings"][0]["path"] == "$.allocations[0].project_id"
+    assert final["result"]["instance"] == {"id": data["instance"]["id"], "status": "unchanged"}
+    assert not (tmp_path / "state" / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("broken", "code"),
+    [
+        (b"{not json", "json"),
+        (b'{"api_version": "v1", "correlation_id": "a b"}', "schema."),
+        (b"[]", "schema.type"),
+    ],
+)
+def test_a_request_that_does_not_parse_still_ends_with_a_result(tmp_path, broken, code):
+    """Nothing of a broken document reaches the output but the context values that are what
+    their fields admit (here none: `a b` is no identifier)."""
+    path = tmp_path / "request.json"
+    path.write_bytes(broken)
+    result_file = tmp_path / "result.json"
+    result = _run(path, tmp_path / "state", "--result-file", str(result_file))
+    assert result.returncode == 2, result.stderr
+    final = run_events(result.stdout)[-1]
+    assert final["event"] == "operation.result" and final["correlation_id"] is None
+    assert final["result"]["error"]["findings"][0]["code"].startswith(code)
+    assert json.loads(result_file.read_text()) == final["result"]
+    assert "a b" not in result.stdout
+
+
+def test_a_missing_request_file_ends_with_a_result(tmp_path):
+    result = _run(tmp_path / "absent.json", tmp_path / "state")
+    assert result.returncode == 2
+    final = run_events(result.stdout)[-1]["result"]
+    assert final["error"]["code"] == "invalid_request"
+    assert final["error"]["findings"][0]["code"] == "usage"
 
 
 def test_a_failed_lab_up_prints_no_access_bundle(tmp_path, monkeypatch, capsys):
@@ -146,7 +187,7 @@ def test_a_failed_lab_up_prints_no_access_bundle(tmp_path, monkeypatch, capsys):
     events_file = request.with_name("deploy-events.jsonl")
     assert f"full event log: {events_file}" in err
     assert "no cluster to use" in err
-    logged = [json.loads(line) for line in events_file.read_text().splitlines()]
+    logged = run_events(events_file.read_text())
     assert logged[-1]["event"] == "operation.result"
     result = json.loads(request.with_name("deploy-result.json").read_text())
     assert result["status"] == "failed" and "access_bundle" not in result["adapter_detail"]
@@ -254,7 +295,7 @@ def test_a_signal_cancels_the_run_and_frees_the_instance(
     process, request, tree = _start_local_run(tmp_path, marker, state)
     process.send_signal(getattr(signal, signal_name))
     rest, _ = process.communicate(timeout=60)
-    stream = [json.loads(line) for line in rest.splitlines()]
+    stream = run_events(rest)
     assert process.returncode == 1
     assert [e["event"] for e in stream[-2:]] == ["operation.cancelled", "operation.result"]
     result = stream[-1]["result"]
@@ -324,7 +365,7 @@ def test_an_exception_inside_run_still_ends_with_a_result(tmp_path):
     result = _run(_request(tmp_path), state)
     assert result.returncode == 1
     assert "Traceback" not in result.stdout + result.stderr
-    final = [json.loads(line) for line in result.stdout.splitlines()][-1]
+    final = run_events(result.stdout)[-1]
     assert final["event"] == "operation.result"
     assert final["result"]["status"] == "failed"
     assert final["result"]["error"]["code"] == "internal_error"

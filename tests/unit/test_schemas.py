@@ -7,7 +7,7 @@ from jsonschema import Draft202012Validator
 
 from driver.lint.schemas import subschemas
 from driver.schema_check import compile_pattern, validator_for
-from driver.schemagen import SCHEMA_DIR, SHIPPED, generate, render
+from driver.schemagen import OUTPUTS, SCHEMA_DIR, SHIPPED, generate, render
 
 
 @pytest.mark.parametrize("filename", list(SHIPPED))
@@ -20,9 +20,15 @@ def test_shipped_schema_matches_models(filename):
 
 
 @pytest.mark.parametrize("filename", list(SHIPPED))
-def test_shipped_schema_is_valid_and_strict(filename):
+def test_shipped_schema_is_valid(filename):
+    Draft202012Validator.check_schema(json.loads((SCHEMA_DIR / filename).read_text()))
+
+
+@pytest.mark.parametrize("filename", sorted(set(SHIPPED) - OUTPUTS))
+def test_what_the_driver_reads_is_strict(filename):
+    """Every input object is closed and every string anchored and bounded; what the driver
+    answers with (OUTPUTS) is closed too (test_outcome), its strings free text."""
     schema = json.loads((SCHEMA_DIR / filename).read_text())
-    Draft202012Validator.check_schema(schema)
     for _, sub in subschemas(schema):
         if sub.get("type") == "object" and "properties" in sub:
             assert sub.get("additionalProperties") is False, sub.get("title")

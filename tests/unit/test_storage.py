@@ -65,7 +65,7 @@ def test_a_preview_changes_no_member_and_no_instance_status():
     plan = _plan("decommission-preview")
     result = _outcome(plan)
     assert set(_statuses(result).values()) == {"ready"}
-    assert result.instance["status"] == "unchanged"
+    assert result.instance is not None and result.instance.status == "unchanged"
     # the same request without preview removes them
     assert set(_statuses(_outcome(_plan("decommission"))).values()) == {"removed"}
 

@@ -24,6 +24,7 @@ from driver.apps.shared import (
     teardown_data,
 )
 from driver.catalog import load_entry
+from driver.details.open_ondemand import PortalDetail
 from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory, apply_defaults
 from driver.models.manifest import Version
@@ -34,6 +35,7 @@ from driver.site import role_vars as site_role_vars
 
 class OpenOnDemand(AppAdapter):
     slug = "open-ondemand"
+    detail_model = PortalDetail
     config_fields = frozenset(
         {"portal_title", "interactive_apps", "server_name", "embed_origins", "oidc"}
     )

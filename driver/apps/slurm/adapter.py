@@ -26,6 +26,7 @@ from driver.apps.slurm.backup import backup_detail, restore_detail
 from driver.apps.slurm.health import health_of
 from driver.apps.slurm.monitoring import monitoring_vars
 from driver.apps.slurm.rules import config_rules, placement_rules
+from driver.details.slurm import SlurmDetail
 from driver.documents import LinePath
 from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory, apply_defaults
@@ -92,6 +93,7 @@ LIFECYCLE_OPERATIONS = {"start", "stop", "restart"}
 
 class SlurmReference(AppAdapter):
     slug = "slurm-reference"
+    detail_model = SlurmDetail
     operation_errors: ClassVar[dict[str, OperationError]] = {
         "drain_timeout": OperationError(
             "jobs still ran on the node when drain_timeout_s ran out; it stays draining and "

@@ -1,0 +1,160 @@
+"""The parts of `adapter_detail` both apps give: the hosts a run touched, what a teardown
+destroyed and kept, the members' releases and what an upgrade or a rollback did. Each app's
+own detail model (slurm.py, open_ondemand.py beside this) adds its part; `schema operation-result`
+publishes them."""
+
+from pydantic import Field
+
+from driver.models.common import OutputModel, SparseOutput
+
+
+class Release(OutputModel):
+    """A release of the bundle that converged a host."""
+
+    app_slug: str
+    """The app the release belongs to."""
+    app_version: str
+    """The catalog version (the instance's version on the platform)."""
+    bundle_version: str
+    """The bundle's own version (`slurm-app-driver --version`)."""
+
+
+class HostReason(OutputModel):
+    """A host the run could not reach, and why."""
+
+    host: str
+    """The host's name."""
+    reason: str
+    """SSH's own words, on one line."""
+
+
+class PathData(OutputModel):
+    """A path a teardown removed (or would remove, or left on the platform's storage)."""
+
+    path: str
+    """The path on the host."""
+    bytes: int | None
+    """Its size, measured before the teardown; null for a path reached through a symbolic
+    link, which is never followed."""
+    linked: bool = False
+    """A symbolic link is on its way: reported, never measured or followed."""
+    held: str
+    """What it held, in words (home directories, the accounting database, ...)."""
+
+
+class MemberRelease(OutputModel):
+    """A member's versions as an upgrade or a rollback left it."""
+
+    app_version: str | None
+    """The catalog version that last converged it; null where none was recorded."""
+    slurm_version: str | None
+    """Its Slurm's version; null on a host without Slurm."""
+
+
+class BackupFile(OutputModel):
+    """One file of a backup."""
+
+    name: str
+    """Its name in the backup's folder."""
+    bytes: int
+    """Its size."""
+    sha256: str
+    """Its SHA-256, checked before a restore."""
+
+
+class BackupManifest(OutputModel):
+    """What a backup holds, as its manifest says (never the files' contents)."""
+
+    format: int | None
+    """The manifest's format (1)."""
+    backup_id: str | None
+    """The backup's id."""
+    instance_id: str | None
+    """The instance the backup was taken of."""
+    cluster_name: str | None
+    """The Slurm cluster's name."""
+    slurm_version: str | None
+    """The Slurm release that wrote the state."""
+    bundle_version: str | None
+    """The bundle's version that took it."""
+    created_at: str | None
+    """When the backup was taken (UTC, ISO 8601)."""
+    state_from: str | None
+    """The moment the queue's state is from: what happened after it is not in the backup."""
+    accounting: bool | None
+    """Whether it holds the accounting database."""
+    files: list[BackupFile] | None
+    """Its files."""
+
+
+class BackupDetail(OutputModel):
+    """A backup the run took."""
+
+    backup_id: str | None
+    """The backup's id (replace_controller names it)."""
+    destination: str | None
+    """platform_mount or control_plane."""
+    path: str | None = None
+    """Its folder on the platform's storage (platform_mount only; a control-plane copy is
+    named by its id alone)."""
+    manifest: BackupManifest
+    """The backup's manifest."""
+    scheduler_paused_s: float | None
+    """How long slurmctld paused while its state was copied, in seconds."""
+    pruned: list[str]
+    """The backups the retention removed."""
+
+
+class ReleaseChange(OutputModel):
+    """What an upgrade or a rollback did, also when it stopped half-way."""
+
+    from_: Release | None = Field(default=None, alias="from")
+    """The release the instance was at."""
+    to: Release | None = None
+    """The release it is at now; on success the platform records `to.app_version`."""
+    backup_id: str | None = None
+    """The backup taken before the upgrade (a rollback restores it)."""
+    backup: BackupDetail | None = None
+    """That backup, when this run took it."""
+    slurm_version_before: str | None = None
+    """Slurm's version before the upgrade."""
+    slurm_version: str | None = None
+    """Slurm's version after it."""
+    state_from: str | None = None
+    """rollback: the moment the restored queue and accounting are from."""
+    jobs_ended_since: list[str] | None = None
+    """rollback: the jobs the restored state had running that had ended since, and were
+    ended."""
+    completed: bool
+    """Whether the run got to its end."""
+    members: dict[str, MemberRelease]
+    """Host to its versions as the run left it."""
+
+
+class CommonDetail(SparseOutput):
+    """What every operation's detail gives, whatever the app."""
+
+    app_version_label: str
+    """The instance's version as the request gave it."""
+    hosts_touched: list[str]
+    """The hosts the run's inventory held."""
+    destroyed: dict[str, list[PathData]] | None = None
+    """remove_worker, decommission: per host, each path removed."""
+    kept: dict[str, list[PathData]] | None = None
+    """What stays on the platform's storage, per host."""
+    not_cleaned: list[HostReason] | None = None
+    """Forced remove_worker, decommission, replace_controller's old controller: the hosts
+    that did not answer and were left as they were."""
+    preview: bool | None = None
+    """decommission with preview: true; nothing was changed."""
+    would_destroy: dict[str, list[PathData]] | None = None
+    """A preview: what a decommission would remove."""
+    would_keep: dict[str, list[PathData]] | None = None
+    """A preview: what a decommission would leave on the platform's storage."""
+    releases: dict[str, Release | None] | None = None
+    """Host to the release that last converged it; null where none was recorded (a member
+    of release 1.0, or one deployed by hand)."""
+    upgrade: ReleaseChange | None = None
+    """upgrade: what it did."""
+    rollback: ReleaseChange | None = None
+    """rollback: what it did."""

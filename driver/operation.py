@@ -1,0 +1,248 @@
+"""Running one operation request, from the file named to its result: the checks that refuse
+it, the run, the events and the result, the exit code. The command line (`run`, `lab up`,
+`lab op`) and nothing else calls it."""
+
+import contextlib
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from driver import terminal
+from driver.catalog import CatalogError
+from driver.documents import DocumentError, load_request
+from driver.events import (
+    Context,
+    ErrorInfo,
+    EventSink,
+    EventType,
+    InstanceOutcome,
+    InstanceStatus,
+    Result,
+    ResultStatus,
+)
+from driver.findings import Finding, render_human, render_json
+from driver.models.request import OperationRequest
+from driver.request_check import RequestCheck, check_request
+from driver.runner.locks import InstanceBusy, instance_lock
+from driver.runner.outcome import untouched
+from driver.runner.plan import RunPlan
+from driver.runner.progress import TextProgress
+from driver.runner.run import run_playbook
+from driver.site import load_site
+
+
+class Exit(IntEnum):
+    """Documented in docs/platform-contract.md; the platform's app controller branches on these."""
+
+    OK = 0
+    FAILED = 1  # lint: findings; run: the operation failed
+    INVALID = 2  # usage error, or an invalid request
+    BUSY = 3  # another operation holds the instance lock
+
+
+def report(findings: Sequence[Finding], fmt: str, **extra: object) -> None:
+    if fmt == "json":
+        print(render_json(findings, **extra))
+    else:
+        render_human(findings, terminal.console(sys.stdout))
+
+
+def usage(message: str, fmt: str) -> int:
+    if fmt == "json":
+        print(render_json([Finding(code="usage", path="$", message=message)], valid=False))
+    else:
+        terminal.console(sys.stderr).print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    return Exit.INVALID
+
+
+@dataclass
+class Refusal:
+    """Why a request is not run: `validate-request` and `inventory` report it, `run` turns it
+    into its result."""
+
+    # invalid_request, or configuration_invalid: the bundle or the site settings are broken
+    error_code: str
+    findings: list[Finding]
+    # the request as parsed, when it parsed: the result's context comes from it
+    document: object = None
+    # a usage error (no such file, a broken bundle): one finding, said in one line to people
+    usage: bool = False
+
+
+def load_checked(request: str, *, files: bool) -> RequestCheck | Refusal:
+    """The validated request at `request` ('-': stdin), or why it is refused."""
+    doc = None
+    try:
+        if request == "-":
+            doc = load_request(sys.stdin.buffer, "<stdin>")
+        else:
+            path = Path(request)
+            if not path.is_file():
+                # the caller knows which file it named; its path is not repeated to it
+                finding = Finding(code="usage", path="$", message="the request file does not exist")
+                return Refusal("invalid_request", [finding], usage=True)
+            with path.open("rb") as stream:
+                doc = load_request(stream, str(path))
+        result = check_request(doc, files=files)
+        load_site()  # a broken site file stops here, before any host is touched
+    except DocumentError as exc:
+        return Refusal("invalid_request", [exc.finding])
+    except CatalogError as exc:
+        # its message names files of the driver's host: the driver's own stderr only
+        print(f"slurm-app-driver: {exc}", file=sys.stderr)
+        finding = Finding(
+            code="usage",
+            path="$",
+            message="the bundle or the site settings are broken; details on the driver's stderr",
+        )
+        return Refusal("configuration_invalid", [finding], doc.data if doc else None, usage=True)
+    if not result.valid:
+        return Refusal("invalid_request", result.findings, doc.data)
+    return result
+
+
+def report_refusal(refusal: Refusal, fmt: str) -> int:
+    if refusal.usage:
+        return usage(refusal.findings[0].message, fmt)
+    report(refusal.findings, fmt, valid=False)
+    return Exit.INVALID
+
+
+def refused_run(
+    refusal: Refusal, fmt: str, result_file: str | None, events_file: str | None
+) -> int:
+    """A request that is not run ends like every run: an operation.failed event and the
+    result, whose error carries the findings; no host was contacted."""
+    if fmt == "text":
+        report_refusal(refusal, fmt)
+    context = Context.salvaged(refusal.document)
+    count = len(refusal.findings)
+    error = ErrorInfo(
+        code=refusal.error_code,
+        message=(
+            refusal.findings[0].message
+            if refusal.usage
+            else f"the request is invalid: {count} finding(s)"
+        )
+        + "; nothing was changed on any host",
+        findings=refusal.findings,
+    )
+    result = Result(
+        status=ResultStatus.FAILED,
+        error=error,
+        touched_hosts=False,
+        instance=InstanceOutcome(id=context.app_instance_id, status=InstanceStatus.UNCHANGED),
+    )
+    with contextlib.ExitStack() as stack:
+        log = stack.enter_context(Path(events_file).open("w")) if events_file else None
+        sink = EventSink(context, emit=fmt != "text", copy_to=log)
+        sink(EventType.OPERATION_FAILED, message=error.message)
+        sink(EventType.OPERATION_RESULT, result=result)
+    if result_file:
+        Path(result_file).write_text(result.model_dump_json(indent=2) + "\n")
+    return Exit.INVALID
+
+
+def execute(
+    loaded: RequestCheck, fmt: str, result_file: str | None, events_file: str | None
+) -> int:
+    """Runs a validated request; every path ends with a result event and a documented code."""
+    request, version = loaded.request, loaded.version
+    assert request is not None and version is not None
+    text = fmt == "text"
+    console = terminal.console(sys.stdout)
+    with contextlib.ExitStack() as stack:
+        log = stack.enter_context(Path(events_file).open("w")) if events_file else None
+        sink = EventSink(Context.of(request), emit=not text, copy_to=log)
+        code = Exit.OK
+        # Whether a playbook was started: before that, a failure has touched no host.
+        started = False
+        try:
+            with instance_lock(str(request.instance.id)), cancellation() as cancelled:
+                sink(EventType.OPERATION_STARTED)
+                plan = RunPlan.of(request, version)
+                started = True
+                if text:
+                    with TextProgress(console, plan.plays, len(plan.inventory.hosts)) as progress:
+                        result = run_playbook(plan, sink, progress, cancelled)
+                else:
+                    result = run_playbook(plan, sink, cancelled=cancelled)
+        except InstanceBusy as exc:
+            result = untouched(request, ErrorInfo(code="instance_busy", message=str(exc)))
+            code = Exit.BUSY
+        except Exception as exc:  # the platform must always get a result
+            # The details (paths of the driver's host) go to its own stderr, not the result.
+            print(f"slurm-app-driver: internal error: {exc!r}", file=sys.stderr)
+            error = ErrorInfo(
+                code="internal_error",
+                message=f"{type(exc).__name__} inside the driver; details on its stderr",
+            )
+            result = (
+                Result(status=ResultStatus.FAILED, error=error)
+                if started
+                else untouched(request, error)
+            )
+            code = Exit.FAILED
+        succeeded = result.status == ResultStatus.SUCCEEDED
+        if not succeeded and code == Exit.OK:
+            code = Exit.FAILED
+        final = {
+            "succeeded": EventType.OPERATION_SUCCEEDED,
+            "cancelled": EventType.OPERATION_CANCELLED,
+        }.get(result.status, EventType.OPERATION_FAILED)
+        sink(final, message=None if succeeded else (result.error.message if result.error else None))
+        sink(EventType.OPERATION_RESULT, result=result)
+    if result_file:
+        Path(result_file).write_text(result.model_dump_json(indent=2) + "\n")
+    if text:
+        render_result(console, request, result)
+    return code
+
+
+@contextlib.contextmanager
+def cancellation() -> Iterator[Callable[[], bool]]:
+    """SIGTERM, SIGINT and SIGHUP cancel the run instead of killing the driver: the playbook's
+    whole tree has ended before the lock is released, and the result says `cancelled`."""
+    flag = threading.Event()
+    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    previous = {number: signal.signal(number, lambda *_: flag.set()) for number in signals}
+    try:
+        yield flag.is_set
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def render_result(console: Console, request: OperationRequest, result: Result) -> None:
+    colour = "green" if result.status == ResultStatus.SUCCEEDED else "red"
+    instance = result.instance
+    state = f"; instance {instance.status} ({instance.health})" if instance else ""
+    console.print(
+        f"[{colour}]{request.operation.type} {result.status}[/{colour}] in {result.duration_s} s, "
+        f"{result.changed} change(s){state}",
+        highlight=False,
+    )
+    if result.error:
+        where = f" on {result.error.host}" if result.error.host else ""
+        console.print(
+            f"[red]error {result.error.code}[/red]{escape(where)}: {escape(result.error.message)}",
+            highlight=False,
+        )
+    detail = result.adapter_detail
+    bundle = getattr(detail, "access_bundle", None)
+    if detail is not None and bundle is not None:
+        shown = detail.model_dump(
+            mode="json",
+            include={"cluster_name", "daemon_versions", "nodes", "readiness"},
+            exclude_none=True,
+        )
+        console.print_json(json.dumps(shown))
+        console.print_json(bundle.model_dump_json())
