@@ -163,7 +163,15 @@ def runtime_venv() -> Path:
 
 
 # What the runtime-only install is built from: a change to any of it reinstalls the project.
-RUNTIME_SOURCES = ("pyproject.toml", "ansible.cfg", "driver", "manifests", "playbooks", "roles")
+RUNTIME_SOURCES = (
+    "pyproject.toml",
+    "LICENSE",
+    "ansible.cfg",
+    "driver",
+    "manifests",
+    "playbooks",
+    "roles",
+)
 
 
 def _sources_key(tops: tuple[str, ...]) -> str:

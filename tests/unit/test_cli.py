@@ -306,9 +306,9 @@ def test_a_malformed_lab_option_is_a_usage_error():
 def test_a_failed_result_without_a_host_names_none():
     from io import StringIO
 
-    from driver.operation import render_result
     from driver.events import ErrorInfo, Result
     from driver.models.request import OperationRequest
+    from driver.operation import render_result
     from driver.terminal import console
 
     request = OperationRequest.model_validate(example("slurm-reference/deploy"))

@@ -5,7 +5,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import EXAMPLES, MANIFESTS, console_script
+from conftest import EXAMPLES, MANIFESTS, ROOT, console_script
 
 MINIMAL_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
@@ -34,6 +34,12 @@ def test_runtime_install_carries_the_bundle(runtime_venv):
         assert (bundle / path).is_file(), path
     assert (bundle / "manifests/slurm-reference/dashboards/slurm-overview.json").is_file()
     assert (runtime_venv / "bin" / "ansible-playbook").is_file()
+
+
+def test_runtime_install_carries_the_license(runtime_venv):
+    (licence,) = runtime_venv.glob("lib/python3*/site-packages/slurm_app_bundle-*/licenses/LICENSE")
+    assert licence.read_text() == (ROOT / "LICENSE").read_text()
+    assert "Apache License" in licence.read_text() and "Version 2.0" in licence.read_text()
 
 
 def test_lint_schema_validate_and_inventory_work_from_a_runtime_install(runtime_venv, tmp_path):

@@ -69,6 +69,8 @@ def slurm_user_problems(
     reserved_prefixes: Iterable[str],
     first_login_id: int,
 ) -> list[str]:
+    """What is wrong with the cluster's users as given (a reserved name or prefix, an id
+    below first_login_id, a duplicate), one `users[i].field: message` line each."""
     return [
         f"users[{p['index']}].{p['field']}: {p['message']}"
         for p in user_problems(users, reserved, reserved_prefixes, first_login_id)

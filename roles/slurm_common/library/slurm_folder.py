@@ -8,7 +8,7 @@ module: slurm_folder
 short_description: A folder below a trusted root, made or checked without following any link
 description:
   - Walks from O(root) to O(path) one component at a time with C(O_NOFOLLOW), so that no
-    symbolic link below O(root) is ever followed, by the walk or by what it changes: a cluster
+    symbolic link below O(root) is ever followed, by the walk or by what it changes; a cluster
     user who can write the platform's mount cannot plant C(jobs/alice -> /usr/local/bin) and
     have the deploy give the link's target to anyone.
   - A missing component is made by root (mode 0700) and only then given its owner and mode,
@@ -41,6 +41,16 @@ options:
     description: Its mode, as an octal string.
     type: str
     required: true
+"""
+
+EXAMPLES = r"""
+- name: Make a user's folder on the platform's mount, following no link below it
+  slurm_folder:
+    root: /workspace
+    path: /workspace/home/alice
+    uid: 20001
+    gid: 20001
+    mode: "0700"
 """
 
 RETURN = r"""

@@ -10,7 +10,7 @@ description:
   - Runs every command (no shell) and fetches every URL side by side, and returns each one's
     outcome; a command that fails or an endpoint that does not answer is evidence, not an
     error, so the module itself never fails on them.
-  - One task instead of one per command: a status or a report costs a host one round trip.
+  - One task instead of one per command, so a status or a report costs a host one round trip.
   - Reads only; check mode runs it too.
 options:
   commands:
@@ -25,6 +25,22 @@ options:
     description: Seconds each command and each request may take.
     type: int
     default: 20
+"""
+
+EXAMPLES = r"""
+- name: Read the daemons' versions and Prometheus's targets in one round trip
+  slurm_read:
+    commands:
+      slurmctld: [slurmctld, -V]
+      nodes: [scontrol, show, nodes, --json]
+    urls:
+      targets: http://127.0.0.1:9090/api/v1/targets
+    timeout: 10
+  register: read
+
+- name: Use an answer
+  ansible.builtin.debug:
+    msg: "{{ read.commands.slurmctld.stdout if read.commands.slurmctld.rc == 0 else 'absent' }}"
 """
 
 RETURN = r"""

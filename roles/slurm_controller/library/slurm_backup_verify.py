@@ -12,13 +12,15 @@ description:
     is never chosen.
   - Checks that its manifest names this instance and cluster, and that every file it lists is
     there, a regular file, of the size and sha256 the manifest says.
-  - A backup that must not be restored is not an error of the module: it returns I(refusal),
+  - >-
+    A backup that must not be restored is not an error of the module: it returns I(refusal),
     a message that starts with the driver's error code ([backup_mismatch], [backup_corrupt],
     [backup_missing]) and names what differs, for a C(fail) task to report (the driver takes
     a code only from a fail or assert task). Reads only; check mode runs it too.
-  - I(trusted) names the folder the backups' folders must be below: every folder from there
+  - >-
+    I(trusted) names the folder the backups' folders must be below: every folder from there
     down must be a folder (not a link) of the user the module runs as (root on a host, the
-    driver's user on the control plane), 0700: a cluster user who can write the platform's
+    driver's user on the control plane), 0700, because a cluster user who can write the platform's
     mount could otherwise plant a backup, and a munge key, of their own.
 options:
   folder:
@@ -41,6 +43,21 @@ options:
     description: The Slurm cluster name the backup must be of.
     type: str
     required: true
+"""
+
+EXAMPLES = r"""
+- name: Find the newest backup of this cluster on the platform's mount and check it
+  slurm_backup_verify:
+    folder: /workspace/slurm-app-backups/5b0e8a52-3c1d-4f5e-9a21-7d4c2b1e0a01
+    trusted: /workspace
+    instance_id: 5b0e8a52-3c1d-4f5e-9a21-7d4c2b1e0a01
+    cluster_name: research
+  register: found
+
+- name: Refuse a backup that must not be restored
+  ansible.builtin.fail:
+    msg: "{{ found.refusal }}"
+  when: found.refusal | length > 0
 """
 
 RETURN = r"""

@@ -12,7 +12,7 @@ description:
   - The accounts it is given are described whole - their fair share, their QoS and their
     users. A user of I(users) associated with one of them but no longer listed there is taken
     out of it (sacctmgr refuses while the user has jobs under it). Accounts, users and QoS it
-    was not told about are never touched: records created by hand stay.
+    was not told about are never touched, so records created by hand stay.
   - Supports check mode (reports the sacctmgr commands it would run) and diff mode.
 options:
   cluster:
@@ -82,6 +82,34 @@ options:
     type: list
     elements: dict
     default: []
+"""
+
+EXAMPLES = r"""
+- name: Make the QoS, accounts, users and admin levels match
+  slurm_sacctmgr:
+    cluster: research
+    qos:
+      - name: gpu-small
+        priority: 10
+        max_gpus_per_user: 2
+        max_wall: "1-00:00:00"
+    accounts:
+      - name: physics
+        fairshare: 2
+        qos: [gpu-small]
+        users: [alice, bob]
+    default_account: physics
+    users:
+      - name: alice
+        admin_level: Operator
+      - name: bob
+
+- name: Show what would change, changing nothing
+  slurm_sacctmgr:
+    cluster: research
+    accounts: [{name: physics, users: [alice]}]
+  check_mode: true
+  diff: true
 """
 
 RETURN = r"""
