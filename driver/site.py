@@ -1,6 +1,7 @@
 """The platform's own settings for this driver installation: where packages that Debian does
 not carry come from. Read from SLURM_APP_SITE, else `site.yaml` in the state folder; absent
-means the vendors' repositories. Trusted (the platform's operators write it), unlike requests.
+means none of them is installed (a vendor's repository is trusted only through a pin the
+platform sets). Trusted (the platform's operators write it), unlike requests.
 """
 
 import os
@@ -20,7 +21,8 @@ class PackageSource(StrictModel):
     """repository: the vendor's APT repository; artifact: a .deb on the driver's machine,
     installed only when its sha256 matches; none: the component is not installed."""
 
-    source: Literal["repository", "artifact", "none"] = "repository"
+    # the roles' own words: one vocabulary for the site file and an operator's inventory
+    source: Literal["repository", "artifact", "none"] = "none"
     artifact: AbsolutePath | None = None
     sha256: Sha256 | None = None
     # repository: the sha256 of the file the vendor's repository is trusted through (Grafana's
@@ -71,16 +73,12 @@ def load_site() -> Site:
         raise CatalogError(f"{path}: invalid site settings: {exc}") from exc
 
 
-# Each site component: the role variables' prefix, the role's word for the vendor repository,
-# and the role variable that pins the repository's bootstrap file.
+# Each site component: the role variables' prefix, and the role variable that pins the
+# repository's bootstrap file.
 COMPONENTS = {
-    "grafana": ("monitoring_grafana", "apt", "monitoring_grafana_apt_key_sha256"),
-    "dcgm_exporter": (
-        "monitoring_dcgm_exporter",
-        "nvidia_repo",
-        "monitoring_dcgm_exporter_keyring_sha256",
-    ),
-    "open_ondemand": ("open_ondemand", "repository", "open_ondemand_release_package_sha256"),
+    "grafana": ("monitoring_grafana", "monitoring_grafana_apt_key_sha256"),
+    "dcgm_exporter": ("monitoring_dcgm_exporter", "monitoring_dcgm_exporter_keyring_sha256"),
+    "open_ondemand": ("open_ondemand", "open_ondemand_release_package_sha256"),
 }
 
 
@@ -88,9 +86,9 @@ def role_vars(site: Site, components: tuple[str, ...]) -> dict[str, str]:
     """The source variables of the given components' roles."""
     result: dict[str, str] = {}
     for component in components:
-        prefix, repository, pin = COMPONENTS[component]
+        prefix, pin = COMPONENTS[component]
         choice: PackageSource = getattr(site, component)
-        result[f"{prefix}_source"] = repository if choice.source == "repository" else choice.source
+        result[f"{prefix}_source"] = choice.source
         if choice.source == "repository" and choice.bootstrap_sha256:
             result[pin] = choice.bootstrap_sha256
         if choice.source == "artifact":

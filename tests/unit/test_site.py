@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT
 from role_render import run_role_tasks
 
 from driver.catalog import CatalogError
@@ -32,9 +33,9 @@ def test_repository_pins_reach_the_roles(tmp_path, monkeypatch):
         },
     )
     assert role_vars(site, ("grafana", "dcgm_exporter", "open_ondemand")) == {
-        "monitoring_grafana_source": "apt",
+        "monitoring_grafana_source": "repository",
         "monitoring_grafana_apt_key_sha256": PIN,
-        "monitoring_dcgm_exporter_source": "nvidia_repo",
+        "monitoring_dcgm_exporter_source": "repository",
         "monitoring_dcgm_exporter_keyring_sha256": "cd" * 32,
         "open_ondemand_source": "repository",
         "open_ondemand_release_package_sha256": "ef" * 32,
@@ -43,7 +44,24 @@ def test_repository_pins_reach_the_roles(tmp_path, monkeypatch):
 
 def test_without_a_pin_the_role_gets_none_and_refuses_on_its_own(tmp_path, monkeypatch):
     site = _site(tmp_path, monkeypatch, {"grafana": {"source": "repository"}})
-    assert role_vars(site, ("grafana",)) == {"monitoring_grafana_source": "apt"}
+    assert role_vars(site, ("grafana",)) == {"monitoring_grafana_source": "repository"}
+
+
+def test_the_site_file_and_the_roles_say_the_same_and_both_default_to_none(tmp_path, monkeypatch):
+    """One vocabulary: what the site file says is what an operator's inventory sets; and no
+    vendor package is installed unless someone chose it (a hand run converges as it is)."""
+    from driver.site import COMPONENTS, PackageSource
+
+    monkeypatch.setenv("SLURM_APP_SITE", str(tmp_path / "absent.yaml"))
+    assert role_vars(load_site(), tuple(COMPONENTS)) == {
+        f"{prefix}_source": "none" for prefix, _ in COMPONENTS.values()
+    }
+    words = set(PackageSource.model_fields["source"].annotation.__args__)
+    for prefix, _ in COMPONENTS.values():
+        role = prefix.split("_")[0] if prefix.startswith("monitoring") else "open_ondemand"
+        specs = yaml.safe_load((ROOT / "roles" / role / "meta/argument_specs.yml").read_text())
+        option = specs["argument_specs"]["main"]["options"][f"{prefix}_source"]
+        assert set(option["choices"]) == words and option["default"] == "none", prefix
 
 
 @pytest.mark.parametrize("pin", ["AB" * 32, "ab" * 31, "not-a-checksum"])
@@ -90,11 +108,15 @@ def test_an_artifact_with_another_checksum_is_refused_before_it_is_copied(tmp_pa
 @pytest.mark.parametrize(
     ("tasks_from", "extra", "pin"),
     [
-        ("_grafana", {"monitoring_grafana_source": "apt"}, "monitoring_grafana_apt_key_sha256"),
+        (
+            "_grafana",
+            {"monitoring_grafana_source": "repository"},
+            "monitoring_grafana_apt_key_sha256",
+        ),
         (
             "_dcgm",
             {
-                "monitoring_dcgm_exporter_source": "nvidia_repo",
+                "monitoring_dcgm_exporter_source": "repository",
                 # the URL names the host's release, a fact this harness does not gather
                 "__monitoring_dcgm_keyring_url": "https://nvidia.invalid/cuda-keyring.deb",
             },

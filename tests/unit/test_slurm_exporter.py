@@ -22,9 +22,29 @@ for folder in ("roles/slurm_common/files", "roles/monitoring/files"):
         sys.path.insert(0, str(ROOT / folder))
 exporter = importlib.import_module("slurm_exporter")
 
-# The metric names the product spec and the dashboards rely on.
+# The metric names the product spec and the dashboards rely on, and the community exporter's
+# (prometheus-slurm-exporter) that public dashboards read.
 SPEC_NAMES = [
-    *(f"slurm_nodes_{s}" for s in ("alloc", "idle", "down", "drain", "mix")),
+    *(f"slurm_nodes_{s}" for s in exporter.NODE_STATES),
+    *(f"slurm_node_{s}" for s in ("cpu_alloc", "cpu_idle", "cpu_other", "cpu_total")),
+    *(f"slurm_node_{s}" for s in ("mem_alloc", "mem_total", "gpu_total")),
+    *(
+        f"slurm_scheduler_{s}"
+        for s in (
+            "threads",
+            "queue_size",
+            "dbd_queue_size",
+            "last_cycle",
+            "mean_cycle",
+            "cycle_per_minute",
+            "backfill_last_cycle",
+            "backfill_mean_cycle",
+            "backfill_depth_mean",
+            "backfilled_jobs_since_start_total",
+            "backfilled_jobs_since_cycle_total",
+            "backfilled_heterogeneous_total",
+        )
+    ),
     *(f"slurm_cpus_{s}" for s in ("alloc", "idle", "total")),
     *(f"slurm_gpus_{s}" for s in ("alloc", "idle", "total")),
     *(f"slurm_queue_{s}" for s in ("pending", "running", "completed", "failed")),
@@ -76,6 +96,7 @@ def captured(version: str, ended: str = ENDED_JOBS) -> FakeSlurm:
         {
             nodes[0]: (folder / nodes[1]).read_text(),
             unseparated(jobs): answer + slurm_text(ended, like=answer),
+            "sdiag": (folder / "sdiag.txt").read_text(),
         }
     )
 
@@ -98,23 +119,32 @@ def test_captured_clusters_are_counted_as_slurm_saw_them(version):
     slurm_version = (FIXTURES / version / "VERSION").read_text().strip()
     samples = scrape(exporter.SlurmCollector(slurm_version, run=captured(version)))
     assert samples["slurm_up"] == 1
-    assert {s: samples[f"slurm_nodes_{s}"] for s in exporter.NODE_STATES} == {
-        "alloc": 0,
-        "idle": 0,
-        "mix": 0,
-        "drain": 1,
-        "down": 0,
-        "other": 0,
-    }
+    counted = {s: samples[f"slurm_nodes_{s}"] for s in exporter.NODE_STATES}
+    assert counted == {**dict.fromkeys(exporter.NODE_STATES, 0), "drain": 1}
     assert (samples["slurm_cpus_alloc"], samples["slurm_cpus_idle"]) == (2, 0)
     assert samples["slurm_cpus_total"] == 2
     assert (samples["slurm_gpus_alloc"], samples["slurm_gpus_total"]) == (1, 1)
     assert {s: samples[f"slurm_queue_{s}"] for s in jobs} == jobs
-    assert "slurm_scheduler_queue_size" not in samples  # sdiag's agent queue elsewhere
+    assert samples["slurm_scheduler_threads"] >= 1 and samples["slurm_scheduler_queue_size"] == 0
     name = next(k for k in samples if k.startswith("slurm_node_state{"))
     assert name.endswith(",drain}")
-    # the running job holds the node's GPU; the pending one asks for one
-    assert samples["slurm_node_gpus_alloc{" + name.split("{")[1].split(",")[0] + "}"] == 1
+    node = name.split("{")[1].split(",")[0]
+    # the running job holds the node's GPU and both CPUs; the pending one asks for a GPU
+    status = next(k for k in samples if k.startswith(f"slurm_node_cpu_total{{{node},"))
+    assert status.endswith(",draining}")
+    per_node = {
+        series: samples[f"slurm_node_{series}{{{node},draining}}"]
+        for series in ("cpu_alloc", "cpu_idle", "cpu_other", "cpu_total", "gpu_alloc", "gpu_total")
+    }
+    assert per_node == {
+        "cpu_alloc": 2,
+        "cpu_idle": 0,
+        "cpu_other": 0,
+        "cpu_total": 2,
+        "gpu_alloc": 1,
+        "gpu_total": 1,
+    }
+    assert samples[f"slurm_node_mem_total{{{node},draining}}"] > 0
     for owner in ("user{labuser}", "account{default}", "partition{batch}"):
         kind, label = owner.split("{")
         assert samples[f"slurm_{kind}_jobs_running{{{label}"] == 1
@@ -155,8 +185,12 @@ def test_gpus_and_cpus_of_nodes_that_take_no_jobs_are_neither_allocated_nor_idle
     assert cpus == {"alloc": 8, "idle": 56 + 16, "other": 64, "total": 144}
     nodes = {s: samples[f"slurm_nodes_{s}"] for s in ("mix", "down", "idle")}
     assert nodes == {"mix": 1, "down": 1, "idle": 1}
-    assert samples["slurm_node_gpus_alloc{gpu-01}"] == 2
+    assert samples["slurm_node_gpu_alloc{gpu-01,mixed}"] == 2
     assert samples["slurm_node_state{gpu-02,down}"] == 1
+    # the down node's CPUs are other, the idle node's idle (as sinfo's CPUS(A/I/O/T))
+    assert samples["slurm_node_cpu_other{gpu-02,down}"] == 64
+    assert samples["slurm_node_cpu_idle{cpu-01,idle}"] == 16
+    assert samples["slurm_node_cpu_idle{gpu-01,mixed}"] == 56
 
 
 def test_one_collection_serves_every_scrape_of_an_interval():
@@ -167,10 +201,10 @@ def test_one_collection_serves_every_scrape_of_an_interval():
     )
     for _ in range(5):
         scrape(collector)
-    assert len(slurm.calls) == 2  # nodes and jobs, once
+    assert len(slurm.calls) == 3  # nodes, jobs and sdiag, once
     now[0] += 30
     scrape(collector)
-    assert len(slurm.calls) == 4
+    assert len(slurm.calls) == 6
 
 
 def test_slurm_not_answering_is_slurm_up_0_and_no_made_up_numbers():
@@ -294,3 +328,36 @@ def test_a_pending_jobs_estimated_start_and_a_job_cancelled_while_pending_are_no
     assert samples["slurm_job_wait_seconds_count"] == 0
     (pending, _) = slurm_jobs(queue, ended=True)
     assert pending["start_time"] is None
+
+
+@pytest.mark.parametrize(
+    ("state", "counted"),
+    [
+        (["IDLE", "MAINTENANCE"], "maint"),
+        (["MIXED", "RESERVED"], "resv"),
+        (["IDLE", "FAIL"], "fail"),
+        (["ERROR"], "err"),
+        (["IDLE", "COMPLETING"], "comp"),
+        (["IDLE", "PLANNED"], "plnd"),
+        (["IDLE", "DRAIN", "MAINTENANCE"], "drain"),
+        (["IDLE", "NOT_RESPONDING"], "down"),
+        (["FUTURE"], "other"),
+    ],
+)
+def test_each_node_state_is_counted_by_its_name(state, counted):
+    """What the community exporter counts per state, by the same names: nothing folded."""
+    slurm = _gpu_cluster()
+    answer = json.loads(slurm.answers["scontrol show nodes --json"])
+    answer["nodes"][2]["state"] = state
+    slurm.answers["scontrol show nodes --json"] = json.dumps(answer)
+    samples = scrape(exporter.SlurmCollector("24.11.5", run=slurm))
+    assert samples[f"slurm_nodes_{counted}"] == 1 + (counted in ("down", "mix"))
+    assert samples[f"slurm_node_state{{cpu-01,{counted}}}"] == 1
+
+
+def test_sdiag_not_answering_takes_only_the_scheduler_series_away():
+    slurm = captured("24.11")
+    del slurm.answers["sdiag"]
+    samples = scrape(exporter.SlurmCollector("24.11.5", run=slurm))
+    assert samples["slurm_up"] == 1 and samples["slurm_nodes_total"] == 1
+    assert not any(name.startswith("slurm_scheduler_") for name in samples)

@@ -30,6 +30,7 @@ from slurm_readers.hosts import (
 )
 from slurm_readers.jobs import _minutes, slurm_history, slurm_jobs, slurm_tres_gpus
 from slurm_readers.nodes import slurm_gres_gpus, slurm_node_hardware, slurm_nodes, slurm_taking_jobs
+from slurm_readers.scheduler import FIGURES, slurm_scheduler
 from slurm_readers.versions import slurm_reads_state_of, slurm_version
 
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
@@ -437,3 +438,28 @@ def test_disk_usage_reads_dfs_answer_whatever_the_mount_point_is_called():
 )
 def test_a_controller_takes_over_state_of_its_release_window(reader, writer, reads):
     assert slurm_reads_state_of(reader, writer) is reads
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sdiag_gives_both_loops_figures_apart(version):
+    """The capture: jobs waiting for a busy node, after the backfill loop looked at them.
+    `Last cycle` and `Mean cycle` are printed by both loops: each is read in its section."""
+    text = _read(version, "sdiag.txt")
+    figures = slurm_scheduler(text)
+    assert set(figures) == set(FIGURES)
+    assert figures["threads"] >= 1 and figures["queue_size"] == 0
+    assert figures["backfill_cycles_total"] >= 1 and figures["backfill_depth_mean"] >= 1
+    main = text.split("Main schedule statistics")[1].split("\n\n")[0]
+    backfill = text.split("Backfilling stats")[1].split("\n\n")[0]
+    for name, section in (("last_cycle", main), ("backfill_last_cycle", backfill)):
+        assert "Last cycle:" in section
+        assert figures[name] == float(re.search(r"Last cycle:\s+(\d+)", section).group(1))
+
+
+def test_a_loop_that_never_ran_leaves_its_mean_out():
+    text = _read("24.11", "sdiag.txt")
+    before = re.sub(r"\tMean cycle: \d+\n(?=(.*\n)*?\tLast depth cycle)", "", text)
+    before = before.replace("\tDepth Mean: 2\n", "")
+    figures = slurm_scheduler(before)
+    assert "backfill_mean_cycle" not in figures and "backfill_depth_mean" not in figures
+    assert figures["mean_cycle"] == slurm_scheduler(text)["mean_cycle"]

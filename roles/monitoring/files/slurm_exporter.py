@@ -14,12 +14,14 @@ scrapers costs one set of Slurm calls per interval. It needs only python3 and De
 python3-prometheus-client, and runs as an unprivileged user: squeue, sinfo and scontrol
 answer any user.
 
-Names follow the community exporter (prometheus-slurm-exporter) where the meaning is the same
-(slurm_nodes_*, slurm_cpus_*, slurm_gpus_*, slurm_account_jobs_pending, ...). Its
-slurm_scheduler_queue_size is sdiag's agent queue, which this one does not read: pending jobs
-are slurm_queue_pending. Per user and per account, the --top most active keep their own label
-and the rest are summed under `_other` (no cluster user or account this bundle makes starts
-with `_`), so the series stay bounded however many users a cluster has.
+Names and labels follow the community exporter (prometheus-slurm-exporter) where the meaning
+is the same, so its public dashboards work: slurm_nodes_<state> for each state by name,
+slurm_cpus_*, slurm_gpus_*, slurm_node_{cpu,mem,gpu}_* per node (labels node and status),
+slurm_scheduler_* from sdiag (its agent queue is slurm_scheduler_queue_size; pending jobs are
+slurm_queue_pending), slurm_{user,account}_jobs_* .... Per user and per account, the --top most
+active keep their own label and the rest are summed under `_other` (no cluster user or account
+this bundle makes starts with `_`), so the series stay bounded however many users a cluster
+has.
 """
 
 from __future__ import annotations
@@ -39,12 +41,27 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from slurm_readers.commands import slurm_command
 from slurm_readers.jobs import slurm_jobs
 from slurm_readers.nodes import slurm_node_usage, slurm_nodes
+from slurm_readers.scheduler import FIGURES, slurm_scheduler
 from slurm_readers.versions import slurm_version
 
 Runner = Callable[[list], str]
 
-# Every series exists from the first scrape, so dashboards and alerts never see a gap.
-NODE_STATES = ("alloc", "idle", "mix", "drain", "down", "other")
+# Every series exists from the first scrape, so dashboards and alerts never see a gap. The
+# community exporter's states, and `other` for what none of them names (future, unknown).
+NODE_STATES = (
+    "alloc",
+    "comp",
+    "down",
+    "drain",
+    "err",
+    "fail",
+    "idle",
+    "maint",
+    "mix",
+    "plnd",
+    "resv",
+    "other",
+)
 JOB_STATES = (
     "pending",
     "running",
@@ -69,6 +86,36 @@ OWNER_SERIES = (
     ("gpus_pending", "GPUs asked for by pending jobs"),
 )
 OTHERS = "_other"
+# Per node, as the community exporter names them (labels node and status: sinfo's state word);
+# memory in MB as Slurm counts it.
+PER_NODE = (
+    ("cpu_alloc", "CPUs allocated on the node"),
+    ("cpu_idle", "CPUs of the node that could take a job now"),
+    ("cpu_other", "CPUs of the node that take no job (drained, down, ...)"),
+    ("cpu_total", "CPUs of the node"),
+    ("mem_alloc", "Memory allocated on the node, MB"),
+    ("mem_total", "Memory Slurm schedules on the node, MB"),
+    ("gpu_alloc", "GPUs allocated on the node"),
+    ("gpu_total", "GPUs of the node"),
+)
+# sdiag's figures; times in microseconds, as sdiag gives them.
+SCHEDULER_HELP = {
+    "threads": "Server threads (sdiag)",
+    "queue_size": "Messages in slurmctld's agent queue (sdiag)",
+    "dbd_queue_size": "Messages waiting for slurmdbd (sdiag)",
+    "last_cycle": "The main scheduling loop's last cycle, microseconds (sdiag)",
+    "mean_cycle": "The main scheduling loop's mean cycle, microseconds (sdiag)",
+    "cycle_per_minute": "Main scheduling cycles per minute (sdiag)",
+    "last_queue_length": "Jobs the main loop last looked at (sdiag)",
+    "backfilled_jobs_since_start_total": "Jobs backfill started since slurmctld started (sdiag)",
+    "backfilled_jobs_since_cycle_total": "Jobs backfill started since the stats reset (sdiag)",
+    "backfilled_heterogeneous_total": "Heterogeneous job components backfill started (sdiag)",
+    "backfill_cycles_total": "Backfill cycles since the statistics' reset (sdiag)",
+    "backfill_last_cycle": "The backfill loop's last cycle, microseconds (sdiag)",
+    "backfill_mean_cycle": "The backfill loop's mean cycle, microseconds (sdiag)",
+    "backfill_last_depth": "Jobs the backfill loop last looked at (sdiag)",
+    "backfill_depth_mean": "Jobs the backfill loop looks at, on average (sdiag)",
+}
 # From seconds to days: a GPU queue waits minutes to hours.
 WAIT_BUCKETS = (10, 30, 60, 300, 900, 1800, 3600, 7200, 21600, 43200, 86400, 172800)
 
@@ -77,20 +124,46 @@ def run_command(argv: list, timeout: float = 30) -> str:
     return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=timeout).stdout
 
 
+# A flag that keeps a node from taking new jobs wins over its base state, in this order: an
+# operator's drain first (a draining node that still runs jobs counts as drain, where the
+# community exporter counts it alloc), then what is wrong with it, then what reserves it.
+FLAG_STATES = (
+    ("drain", "drain"),
+    ("not_responding", "down"),
+    ("fail", "fail"),
+    ("maintenance", "maint"),
+    ("reserved", "resv"),
+    ("completing", "comp"),
+    ("planned", "plnd"),
+)
+BASE_STATES = {
+    "allocated": "alloc",
+    "mixed": "mix",
+    "idle": "idle",
+    "down": "down",
+    "fail": "fail",
+    "error": "err",
+    "completing": "comp",
+}
+
+
 def node_state(node: dict[str, Any]) -> str:
-    """The one state a node counts under: a drain wins, then down (or not responding)."""
+    """The one state of NODE_STATES a node counts under."""
     flags = node["flags"]
-    if "drain" in flags:
-        return "drain"
-    if node["base_state"] in ("down", "fail") or "not_responding" in flags or "fail" in flags:
-        return "down"
-    return {"allocated": "alloc", "mixed": "mix", "idle": "idle"}.get(node["base_state"], "other")
+    if node["base_state"] == "down":
+        return "drain" if "drain" in flags else "down"
+    for flag, state in FLAG_STATES:
+        if flag in flags:
+            return state
+    return BASE_STATES.get(node["base_state"], "other")
 
 
 @dataclass
 class Snapshot:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     jobs: list[dict[str, Any]] = field(default_factory=list)
+    # sdiag's figures; None where sdiag did not answer (the rest of the collection stands)
+    scheduler: dict[str, float] | None = None
     up: bool = False
     seconds: float = 0.0
     taken_at: float = 0.0
@@ -154,7 +227,15 @@ class SlurmCollector:
             print(f"collection failed: {type(error).__name__}: {error}"[:500], file=sys.stderr)
             return Snapshot(up=False, seconds=time.perf_counter() - started, taken_at=now)
         self._count_waits(jobs)
-        return Snapshot(nodes, jobs, True, time.perf_counter() - started, now)
+        scheduler = self._read_scheduler()
+        return Snapshot(nodes, jobs, scheduler, True, time.perf_counter() - started, now)
+
+    def _read_scheduler(self) -> dict[str, float] | None:
+        try:
+            return slurm_scheduler(self.run(["sdiag"]))
+        except (OSError, subprocess.SubprocessError) as error:
+            print(f"sdiag failed: {type(error).__name__}: {error}"[:500], file=sys.stderr)
+            return None
 
     def _count_waits(self, jobs: list[dict[str, Any]]) -> None:
         present = set()
@@ -185,13 +266,8 @@ class SlurmCollector:
         cpus = {"alloc": 0, "idle": 0, "other": 0}
         gpus = {"alloc": 0, "idle": 0, "other": 0}
         per_node = {
-            name: GaugeMetricFamily(f"slurm_node_{name}", text, labels=["node"])
-            for name, text in (
-                ("cpus_alloc", "CPUs allocated on the node"),
-                ("cpus_total", "CPUs of the node"),
-                ("gpus_alloc", "GPUs allocated on the node"),
-                ("gpus_total", "GPUs of the node"),
-            )
+            name: GaugeMetricFamily(f"slurm_node_{name}", text, labels=["node", "status"])
+            for name, text in PER_NODE
         }
         node_state_family = GaugeMetricFamily(
             "slurm_node_state", "1 for the state the node counts under", labels=["node", "state"]
@@ -207,11 +283,21 @@ class SlurmCollector:
             gpus["alloc"] += alloc_gpus
             gpus[spare] += total_gpus - alloc_gpus
             node_state_family.add_metric([node["name"], state], 1)
-            per_node["cpus_alloc"].add_metric([node["name"]], alloc_cpus)
-            per_node["cpus_total"].add_metric([node["name"]], total_cpus)
-            if node["alloc_gpus"] is not None:
-                per_node["gpus_alloc"].add_metric([node["name"]], alloc_gpus)
-            per_node["gpus_total"].add_metric([node["name"]], total_gpus)
+            labels = [node["name"], str(node["state"])]
+            figures = {
+                "cpu_alloc": alloc_cpus,
+                "cpu_idle": total_cpus - alloc_cpus if spare == "idle" else 0,
+                "cpu_other": total_cpus - alloc_cpus if spare == "other" else 0,
+                "cpu_total": total_cpus,
+                "mem_alloc": node.get("alloc_memory"),
+                "mem_total": node["real_memory"],
+                "gpu_alloc": node["alloc_gpus"],
+                "gpu_total": total_gpus,
+            }
+            for name, value in figures.items():
+                # unknown without --json (allocated memory and GPUs): no number, not 0
+                if value is not None:
+                    per_node[name].add_metric(labels, value)
         for state, count in states.items():
             yield _gauge(f"slurm_nodes_{state}", f"Nodes counted as {state}", count)
         yield _gauge("slurm_nodes_total", "Nodes in the cluster", len(snap.nodes))
@@ -238,6 +324,9 @@ class SlurmCollector:
         yield from per_node.values()
         yield from self._owner_series(snap.jobs)
         yield from self._waits.collect()
+        for name in FIGURES if snap.scheduler is not None else ():
+            if name in snap.scheduler:
+                yield _gauge(f"slurm_scheduler_{name}", SCHEDULER_HELP[name], snap.scheduler[name])
 
     def _owner_series(self, jobs: list[dict[str, Any]]) -> Iterator[Metric]:
         """slurm_{user,account,partition}_{jobs,cpus,gpus}_*: users and accounts bounded to
