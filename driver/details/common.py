@@ -11,12 +11,13 @@ from driver.models.common import OutputModel, SparseOutput
 class Release(OutputModel):
     """A release of the bundle that converged a host."""
 
-    app_slug: str
-    """The app the release belongs to."""
-    app_version: str
+    app_slug: str | None = None
+    """The app the release belongs to; null for a member of release 1.0, which recorded no
+    release (an upgrade's `from` then gives the version alone)."""
+    app_version: str | None
     """The catalog version (the instance's version on the platform)."""
-    bundle_version: str
-    """The bundle's own version (`slurm-app-driver --version`)."""
+    bundle_version: str | None = None
+    """The bundle's own version (`slurm-app-driver --version`); null as app_slug is."""
 
 
 class HostReason(OutputModel):
@@ -87,8 +88,8 @@ class BackupManifest(OutputModel):
     """Its files."""
 
 
-class BackupDetail(OutputModel):
-    """A backup the run took."""
+class BackupDetail(SparseOutput):
+    """A backup the run took (`path` only where it is on the platform's storage)."""
 
     backup_id: str | None
     """The backup's id (replace_controller names it)."""

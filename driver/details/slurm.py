@@ -53,13 +53,13 @@ class AccountingRecord(OutputModel):
     """The job's id."""
     state: str
     """Its state (COMPLETED)."""
-    user: str
+    user: str | None
     """The user it ran as."""
-    nodes: int
-    """How many nodes it ran on."""
-    node_list: str
+    nodes: int | None
+    """How many nodes it ran on; null where it ran on none."""
+    node_list: str | None
     """Which nodes."""
-    exit_code: str
+    exit_code: str | None
     """Its exit code and signal."""
 
 
@@ -87,7 +87,7 @@ class BackupAttempt(OutputModel):
     """When (UTC)."""
     ok: bool
     """Whether it succeeded."""
-    to: str
+    to: str | None = None
     """Where it went: mount, or staging (for the control plane to collect)."""
     backup_id: str | None = None
     """Its id, when it succeeded."""

@@ -622,3 +622,30 @@ def test_a_worker_the_run_did_not_ask_is_no_problem():
     health = health_of(_request(), report, asked={"ctl-01", "gpu-01"})
     assert health["classification"] == "healthy", health["problems"]
     assert "gpu-02" not in health["services"]
+
+
+def test_a_detail_says_what_the_run_gave_and_no_more():
+    """A key the adapter gave no value for is absent, not null: a control-plane backup has no
+    path, a result without a backup no `backup` key; a null the run gave stays."""
+    from driver.apps.slurm.backup import backup_detail
+    from driver.details.slurm import SlurmDetail
+
+    manifest = {"backup_id": "20261202T084342Z", "files": []}
+    reported = {"backup_id": "20261202T084342Z", "destination": "control_plane"}
+    detail = SlurmDetail.model_validate(
+        {
+            "app_version_label": "1.1.0",
+            "hosts_touched": ["ctl"],
+            "backup": backup_detail({**reported, "manifest": manifest}),
+            "releases": {"ctl": None},
+        }
+    ).model_dump(mode="json")
+    assert set(detail) == {"app_version_label", "hosts_touched", "backup", "releases"}
+    assert "path" not in detail["backup"] and detail["releases"] == {"ctl": None}
+    on_mount = backup_detail({**reported, "manifest": manifest, "path": "/workspace/b"})
+    assert (
+        SlurmDetail.model_validate(
+            {"app_version_label": "1.1.0", "hosts_touched": [], "backup": on_mount}
+        ).model_dump(mode="json")["backup"]["path"]
+        == "/workspace/b"
+    )

@@ -47,3 +47,36 @@ def test_each_version_upgrades_only_from_versions_the_changelog_names():
         for version in entry["versions"]:
             for earlier in version.get("upgrade_from", []):
                 assert re.search(rf"\b{slug} {re.escape(earlier)}\b", CHANGELOG), (slug, earlier)
+
+
+def test_what_an_upgrade_from_release_1_0_reports_keeps_its_contract():
+    """A member of release 1.0 recorded no release: the upgrade's `from` is the version alone,
+    and a run that stopped half-way names each member's versions as it found them."""
+    from driver.apps.release import upgrade_detail
+    from driver.details.common import ReleaseChange
+
+    to = {"app_slug": "slurm-reference", "app_version": "1.1.0", "bundle_version": "1.1.0"}
+    reported = {
+        "slurm_app_upgrade": {
+            "from": {"app_version": "1.0"},
+            "to": to,
+            "backup_id": "20261202T075641Z",
+            "slurm_version_before": "24.11.5",
+            "slurm_version": "24.11.5",
+        },
+        "slurm_app_release_found": {
+            "u-ctl": {"app_version": "1.0", "slurm_version": "24.11.5"},
+            "u-w01": {"app_version": "1.0", "slurm_version": "24.11.5"},
+        },
+        "slurm_app_releases": {"u-ctl": to},
+    }
+    change = ReleaseChange.model_validate(upgrade_detail(reported, "upgrade"))
+    assert change.from_ is not None and change.from_.app_version == "1.0"
+    assert change.from_.app_slug is None and change.completed
+    dumped = change.model_dump(mode="json")
+    assert dumped["from"] == {"app_slug": None, "app_version": "1.0", "bundle_version": None}
+    assert dumped["members"]["u-w01"] == {"app_version": "1.1.0", "slurm_version": "24.11.5"}
+    stopped = ReleaseChange.model_validate(
+        upgrade_detail({"slurm_app_release_found": reported["slurm_app_release_found"]}, "upgrade")
+    )
+    assert not stopped.completed and stopped.members["u-w01"].app_version == "1.0"
