@@ -225,6 +225,78 @@ def test_an_unchanged_redeploy_skips_the_converge_and_a_hand_edit_is_repaired(po
     assert result["changed"] > 0 and _portal(f"cat {cluster_file}") == before
 
 
+def _by_hand(
+    portal: dict, tmp_path: Path, kind: str, playbook: str, *args: str
+) -> subprocess.CompletedProcess:
+    """ansible-playbook as an operator runs it, on the inventory the driver prints for the
+    portal's `kind` request."""
+    listed = console_script("inventory", str(portal["request"](PORTAL, kind)), env=portal["env"])
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    inventory = tmp_path / f"{kind}.yml"
+    inventory.write_text(listed.stdout)
+    ssh = f"-o UserKnownHostsFile={tmp_path / 'known_hosts'} -o StrictHostKeyChecking=accept-new"
+    # ssh's control sockets need a short path (a unix socket's is at most 107 bytes)
+    control = tempfile.mkdtemp(prefix="cp-")
+    try:
+        return subprocess.run(
+            [
+                str(VENV / "bin" / "ansible-playbook"),
+                *("-i", str(inventory), f"playbooks/{playbook}"),
+                *("-e", json.dumps({"ansible_ssh_common_args": ssh}), *args),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={
+                "PATH": f"{VENV / 'bin'}:/usr/bin:/bin",
+                "HOME": str(tmp_path),
+                "ANSIBLE_SSH_CONTROL_PATH_DIR": control,
+                "ANSIBLE_NOCOLOR": "1",
+            },
+            check=False,
+            timeout=600,
+        )
+    finally:
+        shutil.rmtree(control, ignore_errors=True)
+
+
+# what a run that changes nothing leaves as it was: the portal's files and its daemons' starts
+PORTAL_STATE = (
+    "find /etc/ood /etc/apache2 /etc/munge /etc/slurm /etc/default /var/www/ood /var/lib/slurm-app"
+    " -type f -print0 | sort -z | xargs -0 sha256sum;"
+    " systemctl show -p Id -p ExecMainStartTimestampMonotonic apache2 sackd munge"
+)
+
+
+def test_an_operator_dry_runs_the_portal_and_configures_it_alone(portal, tmp_path):
+    """Issue 48 (5, 6), with OOD's own portal generator: a check run of the converged portal
+    would change nothing, one with a new title shows the diff, and neither changes anything;
+    --tags configure then applies the title alone, and again puts the old one back."""
+    converge = ("-e", "slurm_common_converge_check=false")
+    retitled = ("-e", json.dumps({"open_ondemand_portal_title": "Dry Run Portal"}))
+    before = _portal(PORTAL_STATE)
+    recap = re.compile(rf"{PORTAL}\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0\s")
+    dry_run = ("--check", "--diff")
+    as_is = _by_hand(portal, tmp_path, "deploy", "open_ondemand_deploy.yml", *dry_run, *converge)
+    assert as_is.returncode == 0, as_is.stdout[-4000:]
+    assert recap.search(as_is.stdout)[1] == "0", as_is.stdout[-4000:]
+    changed = _by_hand(portal, tmp_path, "deploy", "open_ondemand_deploy.yml", *dry_run, *retitled)
+    assert changed.returncode == 0, changed.stdout[-4000:]
+    title_diff = '-OOD_DASHBOARD_TITLE="Lab Portal"\n+OOD_DASHBOARD_TITLE="Dry Run Portal"'
+    assert title_diff in changed.stdout, changed.stdout[-4000:]
+    assert int(recap.search(changed.stdout)[1]) > 0
+    assert _portal(PORTAL_STATE) == before
+    for secret in (portal["secret"], _passphrase()):
+        assert secret not in as_is.stdout + changed.stdout
+    for title, args in (("Dry Run Portal", retitled), ("Lab Portal", ())):
+        ran = _by_hand(
+            portal, tmp_path, "deploy", "open_ondemand_deploy.yml", "--tags", "configure", *args
+        )
+        assert ran.returncode == 0, ran.stdout[-4000:]
+        assert f'OOD_DASHBOARD_TITLE="{title}"' in _portal("cat /etc/ood/config/apps/dashboard/env")
+    assert CONTROLLER in lab.test_job(SPEC.name)
+
+
 def test_the_cluster_user_submits_and_queries_from_the_portal(portal):
     """From the home on the platform's storage: the job's output, written where it ran (the
     controller, the cluster's only worker), is read on the portal and on the controller."""
@@ -523,39 +595,11 @@ def test_a_request_that_hides_the_controller_cannot_tear_it_down(portal):
 def test_the_teardown_checks_the_users_before_it_removes_any(portal, tmp_path):
     """Issue 18 (3): an operator's inventory (the driver refuses such a request) naming root
     and www-data as cluster users: the teardown's own check stops it before anything goes."""
-    listed = console_script(
-        "inventory", str(portal["request"](PORTAL, "decommission")), env=portal["env"]
-    )
-    assert listed.returncode == 0, listed.stdout + listed.stderr
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(listed.stdout)
     hostile = {
         "slurm_common_users": [{"name": "root", "uid": 2001}, {"name": "www-data", "uid": 2002}]
     }
-    ssh = f"-o UserKnownHostsFile={tmp_path / 'known_hosts'} -o StrictHostKeyChecking=accept-new"
-    # ssh's control sockets need a short path (a unix socket's is at most 107 bytes)
-    control = tempfile.mkdtemp(prefix="cp-")
-    ran = subprocess.run(
-        [
-            str(VENV / "bin" / "ansible-playbook"),
-            "-i",
-            str(inventory),
-            "playbooks/open_ondemand_decommission.yml",
-            "-e",
-            json.dumps({**hostile, "ansible_ssh_common_args": ssh}),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={
-            "PATH": f"{VENV / 'bin'}:/usr/bin:/bin",
-            "HOME": str(tmp_path),
-            "ANSIBLE_SSH_CONTROL_PATH_DIR": control,
-        },
-        check=False,
-        timeout=300,
-    )
-    shutil.rmtree(control, ignore_errors=True)
+    teardown = "open_ondemand_decommission.yml"
+    ran = _by_hand(portal, tmp_path, "decommission", teardown, "-e", json.dumps(hostile))
     assert ran.returncode != 0, ran.stdout[-3000:]
     assert "users[0].name: expected a name that no system account" in ran.stdout, ran.stdout
     assert "changed=0" in ran.stdout
