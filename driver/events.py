@@ -1,5 +1,6 @@
 """The JSON-lines event stream and the final result the platform's app controller reads."""
 
+import functools
 import json
 import sys
 from datetime import UTC, datetime
@@ -67,9 +68,14 @@ class Context(OutputModel):
         )
 
 
+@functools.cache
+def _adapter(kind: Any) -> TypeAdapter:
+    return TypeAdapter(kind)
+
+
 def _admitted(kind: Any, value: object) -> str | None:
     try:
-        return str(TypeAdapter(kind).validate_python(value))
+        return str(_adapter(kind).validate_python(value))
     except ValidationError:
         return None
 

@@ -141,14 +141,30 @@ def refused_run(
         touched_hosts=False,
         instance=InstanceOutcome(id=context.app_instance_id, status=InstanceStatus.UNCHANGED),
     )
+    with _event_sink(context, fmt != "text", events_file) as sink:
+        _conclude(sink, result, result_file)
+    return Exit.INVALID
+
+
+@contextlib.contextmanager
+def _event_sink(context: Context, emit: bool, events_file: str | None) -> Iterator[EventSink]:
+    """The run's events: JSON lines on stdout when `emit`, and a copy in `events_file`."""
     with contextlib.ExitStack() as stack:
         log = stack.enter_context(Path(events_file).open("w")) if events_file else None
-        sink = EventSink(context, emit=fmt != "text", copy_to=log)
-        sink(EventType.OPERATION_FAILED, message=error.message)
-        sink(EventType.OPERATION_RESULT, result=result)
+        yield EventSink(context, emit=emit, copy_to=log)
+
+
+def _conclude(sink: EventSink, result: Result, result_file: str | None) -> None:
+    """How every run ends, refused or run: the outcome's event, then the result."""
+    succeeded = result.status == ResultStatus.SUCCEEDED
+    final = {
+        "succeeded": EventType.OPERATION_SUCCEEDED,
+        "cancelled": EventType.OPERATION_CANCELLED,
+    }.get(result.status, EventType.OPERATION_FAILED)
+    sink(final, message=None if succeeded else (result.error.message if result.error else None))
+    sink(EventType.OPERATION_RESULT, result=result)
     if result_file:
         Path(result_file).write_text(result.model_dump_json(indent=2) + "\n")
-    return Exit.INVALID
 
 
 def execute(
@@ -159,9 +175,7 @@ def execute(
     assert request is not None and version is not None
     text = fmt == "text"
     console = terminal.console(sys.stdout)
-    with contextlib.ExitStack() as stack:
-        log = stack.enter_context(Path(events_file).open("w")) if events_file else None
-        sink = EventSink(Context.of(request), emit=not text, copy_to=log)
+    with _event_sink(Context.of(request), not text, events_file) as sink:
         code = Exit.OK
         # Whether a playbook was started: before that, a failure has touched no host.
         started = False
@@ -191,17 +205,9 @@ def execute(
                 else untouched(request, error)
             )
             code = Exit.FAILED
-        succeeded = result.status == ResultStatus.SUCCEEDED
-        if not succeeded and code == Exit.OK:
+        if result.status != ResultStatus.SUCCEEDED and code == Exit.OK:
             code = Exit.FAILED
-        final = {
-            "succeeded": EventType.OPERATION_SUCCEEDED,
-            "cancelled": EventType.OPERATION_CANCELLED,
-        }.get(result.status, EventType.OPERATION_FAILED)
-        sink(final, message=None if succeeded else (result.error.message if result.error else None))
-        sink(EventType.OPERATION_RESULT, result=result)
-    if result_file:
-        Path(result_file).write_text(result.model_dump_json(indent=2) + "\n")
+        _conclude(sink, result, result_file)
     if text:
         render_result(console, request, result)
     return code

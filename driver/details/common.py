@@ -9,15 +9,26 @@ from driver.models.common import OutputModel, SparseOutput
 
 
 class Release(OutputModel):
-    """A release of the bundle that converged a host."""
+    """A release of the bundle that converged a host, as the host recorded it."""
+
+    app_slug: str
+    """The app the release belongs to."""
+    app_version: str
+    """The catalog version (the instance's version on the platform)."""
+    bundle_version: str
+    """The bundle's own version (`slurm-app-driver --version`)."""
+
+
+class NamedRelease(OutputModel):
+    """A release an upgrade or a rollback went from or to. Release 1.0 recorded none on its
+    hosts: of such a release only the version the platform gave is known."""
 
     app_slug: str | None = None
-    """The app the release belongs to; null for a member of release 1.0, which recorded no
-    release (an upgrade's `from` then gives the version alone)."""
+    """The app the release belongs to; null for release 1.0."""
     app_version: str | None
     """The catalog version (the instance's version on the platform)."""
     bundle_version: str | None = None
-    """The bundle's own version (`slurm-app-driver --version`); null as app_slug is."""
+    """The bundle's own version (`slurm-app-driver --version`); null for release 1.0."""
 
 
 class HostReason(OutputModel):
@@ -109,9 +120,9 @@ class BackupDetail(SparseOutput):
 class ReleaseChange(OutputModel):
     """What an upgrade or a rollback did, also when it stopped half-way."""
 
-    from_: Release | None = Field(default=None, alias="from")
+    from_: NamedRelease | None = Field(default=None, alias="from")
     """The release the instance was at."""
-    to: Release | None = None
+    to: NamedRelease | None = None
     """The release it is at now; on success the platform records `to.app_version`."""
     backup_id: str | None = None
     """The backup taken before the upgrade (a rollback restores it)."""

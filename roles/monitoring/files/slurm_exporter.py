@@ -140,7 +140,6 @@ BASE_STATES = {
     "allocated": "alloc",
     "mixed": "mix",
     "idle": "idle",
-    "down": "down",
     "fail": "fail",
     "error": "err",
     "completing": "comp",
