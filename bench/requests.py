@@ -47,3 +47,13 @@ def add_worker_request(workers: int) -> dict[str, Any]:
             }
         )
     return data
+
+
+def one_host_key_request(workers: int) -> dict[str, Any]:
+    """add_worker_request with a plausible platform bug: every allocation carries the first
+    one's SSH host key, so every allocation but the first is a finding."""
+    data = add_worker_request(workers)
+    key = data["allocations"][0]["ssh_host_keys"][0]
+    for allocation in data["allocations"]:
+        allocation["ssh_host_keys"] = [key]
+    return data

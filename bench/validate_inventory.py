@@ -4,7 +4,8 @@ Generates add_worker requests for clusters of N existing workers (from the shipp
 then runs `slurm-app-driver validate-request` and `slurm-app-driver inventory` on each as the
 platform would (a fresh process per call) and reports wall time and peak memory (max RSS of
 that process). Then, at the largest size, requests with one fault deep inside: how long the
-platform waits for the finding and its line. Usage: python bench/validate_inventory.py
+platform waits for the finding and its line; and at each size, a request whose every
+allocation is a finding (one host key on all of them). Usage: python bench/validate_inventory.py
 [--sizes 10,1000,10000] [--repeat 3]
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from bench import markdown
-from bench.requests import EXAMPLES, add_worker_request
+from bench.requests import EXAMPLES, add_worker_request, one_host_key_request
 
 DRIVER = Path(sys.executable).parent / "slurm-app-driver"
 MANIFESTS = EXAMPLES.parent / "manifests"
@@ -88,6 +89,26 @@ def faults(size: int, folder: Path, repeat: int) -> None:
         )  # fmt: skip
 
 
+def many_findings(sizes: list[int], folder: Path, repeat: int) -> None:
+    """A request of N workers every allocation of which carries one host key: N findings."""
+    print("\nvalidate-request of a request whose allocations all carry one host key (exit 2):\n")
+    print(markdown.header(["workers", "request KiB", "findings", "listed", "s", "peak MiB"]))
+    for size in sizes:
+        request = folder / f"one-key-{size}.json"
+        data = one_host_key_request(size)
+        request.write_text(json.dumps(data, indent=2))
+        argv = [str(DRIVER), "validate-request", str(request), "--format", "json"]
+        runs = [measure(argv, exit_code=2) for _ in range(repeat)]
+        findings = json.loads(runs[0][2])["findings"]
+        total = f"{len(data['allocations']) - 1:,}"  # each allocation's key but the first's
+        print(
+            markdown.row(
+                f"{size:,}", f"{request.stat().st_size // 1024:,}", total, len(findings),
+                f"{min(r[0] for r in runs):.2f}", f"{max(r[1] for r in runs):.0f}",
+            )
+        )  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,1000,10000")
@@ -123,6 +144,7 @@ def main() -> None:
         )  # fmt: skip
     with tempfile.TemporaryDirectory() as folder:
         faults(max(sizes), Path(folder), args.repeat)
+        many_findings(sizes, Path(folder), args.repeat)
 
 
 if __name__ == "__main__":

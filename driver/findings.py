@@ -6,6 +6,7 @@ value: a request may carry a secret in the wrong field, and findings are printed
 """
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 
@@ -94,6 +95,7 @@ HINTS: dict[str, str] = {
     "workers have (its interactive_runtimes)",
     "secret-file": "the referenced secret file must exist, be a regular file and not be "
     "readable by group or others",
+    "more-findings": "fix the findings listed and validate again: the rest follow",
 }
 
 
@@ -156,3 +158,24 @@ def render_human(findings: Sequence[Finding], console: Console) -> None:
             console.print(
                 f"    hint: {escape(f.hint)}", style="dim", highlight=False, soft_wrap=True
             )
+
+
+# An answer lists at most this many findings, then one that counts the rest by code: a request
+# with 10,000 broken allocations stays a readable answer.
+MAX_FINDINGS = 100
+
+
+def bounded(findings: list[Finding], limit: int = MAX_FINDINGS) -> list[Finding]:
+    """The first `limit` findings, then a `more-findings` one that counts the others."""
+    if len(findings) <= limit:
+        return findings
+    rest = Counter(finding.code for finding in findings[limit:])
+    by_code = ", ".join(f"{code}: {count}" for code, count in sorted(rest.items()))
+    left_out = Finding(
+        code="more-findings",
+        path="$",
+        message=f"{len(findings)} findings in all: the other {len(findings) - limit} are not "
+        f"listed ({by_code})",
+        file=findings[0].file,
+    )
+    return [*findings[:limit], left_out]

@@ -75,6 +75,8 @@ class Refusal:
     document: object = None
     # a usage error (no such file, a broken bundle): one finding, said in one line to people
     usage: bool = False
+    # how many findings there were (`findings` lists the first of them)
+    findings_total: int = 0
 
 
 def load_checked(request: str, *, files: bool) -> RequestCheck | Refusal:
@@ -105,7 +107,9 @@ def load_checked(request: str, *, files: bool) -> RequestCheck | Refusal:
         )
         return Refusal("configuration_invalid", [finding], doc.data if doc else None, usage=True)
     if not result.valid:
-        return Refusal("invalid_request", result.findings, doc.data)
+        return Refusal(
+            "invalid_request", result.findings, doc.data, findings_total=result.findings_total
+        )
     return result
 
 
@@ -124,7 +128,7 @@ def refused_run(
     if fmt == "text":
         report_refusal(refusal, fmt)
     context = Context.salvaged(refusal.document)
-    count = len(refusal.findings)
+    count = max(refusal.findings_total, len(refusal.findings))
     error = ErrorInfo(
         code=refusal.error_code,
         message=(

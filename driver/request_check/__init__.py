@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from driver.apps import adapter_for
 from driver.catalog import load_entry
 from driver.documents import Document
-from driver.findings import Finding
+from driver.findings import Finding, bounded
 from driver.models.manifest import Version
 from driver.models.request import OperationRequest
 from driver.request_check import addresses, linked, members, targets
@@ -36,6 +36,8 @@ class RequestCheck:
     findings: list[Finding] = field(default_factory=list)
     request: OperationRequest | None = None
     version: Version | None = None
+    # how many findings there were, of which `findings` lists the first MAX_FINDINGS
+    findings_total: int = 0
 
     @property
     def valid(self) -> bool:
@@ -57,6 +59,13 @@ def contract_checked(
 
 
 def check_request(doc: Document, *, files: bool = False) -> RequestCheck:
+    result = _checked_request(doc, files)
+    result.findings_total = len(result.findings)
+    result.findings = bounded(result.findings)
+    return result
+
+
+def _checked_request(doc: Document, files: bool) -> RequestCheck:
     result = RequestCheck()
     result.findings = [
         doc.finding("inline-secret", path, message) for path, message in inline_secrets(doc.data)
