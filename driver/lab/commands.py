@@ -319,9 +319,9 @@ def add_lab_parser(sub: Any) -> None:
         "run one of the app's typed tasks on the lab's controller (queue, submit, ...)",
         "slurm-app-driver lab task queue --user labuser",
     )
-    task.add_argument("task", help="queue, nodes, submit or cancel")
+    task.add_argument("task", help="queue, nodes, job, submit or cancel")
     task.add_argument("--name", default="lab", help="lab name (default: lab)")
-    task.add_argument("--user", help="the cluster user asking (submit and cancel)")
+    task.add_argument("--user", help="the cluster user asking (job, submit and cancel)")
     task.add_argument("--input", help="the task's input as JSON")
     task.set_defaults(func=lab_task)
     status = add_command(

@@ -358,6 +358,16 @@ def check_typed_tasks(
     on_host(
         lab_name, ctl, f"for i in $(seq 60); do test -s {output} && exit 0; sleep 1; done; exit 1"
     )
+    # the job in detail while it runs: from slurmctld, its stdout where scontrol says it is
+    code, detail = lab_task(lab_name, env, "job", user, job_id=job_id)
+    assert code == 0 and detail["output"]["source"] == "slurmctld", detail
+    (part,) = detail["output"]["parts"]
+    shown = on_host(lab_name, ctl, f"scontrol show job {job_id}")
+    assert f"StdOut={part['stdout']}" in shown.split() and part["state"] == "running"
+    assert (part["name"], part["user"], part["time_limit"]) == ("literal", user, "00:05:00")
+    if other:
+        code, refused = lab_task(lab_name, env, "job", other, job_id=job_id)
+        assert code == 3 and refused["error"]["code"] == "forbidden", refused
     assert on_host(lab_name, ctl, f"cat {output}") == (
         f"{user} {{{{ lookup('env', 'HOME') }}}} 100% done\n"
     )
@@ -378,6 +388,15 @@ def check_typed_tasks(
             break
         time.sleep(2)
     assert [j["state"] for j in failed] == ["cancelled"]
+    # ended: from accounting, as sacct has it
+    code, detail = lab_task(lab_name, env, "job", user, job_id=job_id)
+    assert code == 0 and detail["output"]["source"] == "accounting", detail
+    (part,) = detail["output"]["parts"]
+    recorded = on_host(lab_name, ctl, f"sacct -X -n -P -j {job_id} -o State,ExitCode,Elapsed")
+    state, exit_code, elapsed = recorded.strip().split("|")
+    assert (part["state"], f"{part['exit_code']}:{part['signal']}", part["elapsed"]) == (
+        state.split()[0].lower(), exit_code, elapsed,
+    )  # fmt: skip
 
     audit = on_host(lab_name, ctl, "cat /var/log/slurm-app/tasks.log").splitlines()
     lines = [json.loads(line) for line in audit]

@@ -344,3 +344,144 @@ def test_the_manifests_tasks_are_the_ones_the_command_answers():
     # the path the manifest tells the node agent is where slurm_controller installs it
     role_vars = yaml.safe_load((ROOT / "roles/slurm_controller/vars/Debian.yml").read_text())
     assert {t["command"] for t in TASKS.values()} == {role_vars["__slurm_controller_task_command"]}
+
+
+# The jobs tests/fixtures/slurm/capture-job.sh submitted as labuser, by what each is.
+CAPTURED_JOBS = {
+    "22.05": {"failed": 3, "killed": 4, "array": 5, "hostile": 6, "gpu": 9},
+    "24.11": {"failed": 40, "killed": 41, "array": 42, "hostile": 43, "gpu": 46},
+}
+LABUSER = {"name": "labuser", "uid": 2000, "admin": False}
+
+
+class JobHost(Host):
+    """The controller of capture-job.sh's lab: each job as squeue and sacct -X answered for it
+    (`held`: the jobs slurmctld still holds; the others are only in accounting)."""
+
+    def __init__(self, version: str, accounting: bool = True) -> None:
+        super().__init__(version, accounting)
+        folder = FIXTURES / version
+        self.squeue = (folder / "job-squeue.txt").read_text()
+        self.sacct = (folder / "job-sacct.txt").read_text()
+        self.held = set(CAPTURED_JOBS[version].values())
+
+    def __call__(self, argv: list[str], user: str | None = None, stdin: str | None = None) -> str:
+        self.ran.append((argv, stdin))
+        wanted = int(argv[argv.index("-j") + 1]) if "-j" in argv else None
+        if argv[0] == "squeue":
+            rows = self._rows(self.squeue, "job", wanted, id_fields=(0, 1, 3))
+            if wanted not in self.held or not rows:
+                raise task.TaskError("failed", "slurm_load_jobs error: Invalid job id specified")
+            return jobs_answer(rows, self.squeue)
+        if argv[0] == "sacct":
+            # sacct -j takes a job's own id, or an array's for all its tasks
+            rows = [
+                r
+                for r in text_rows(self.sacct, "job_record")
+                if (r[0] == str(wanted) and "_" not in r[1]) or r[1].startswith(f"{wanted}_")
+            ]
+            return jobs_answer(rows, self.sacct) if self.accounting else ""
+        if argv[:3] == ["scontrol", "show", "hostnames"]:
+            return argv[3] + "\n"
+        raise AssertionError(f"unexpected command {argv}")
+
+    @staticmethod
+    def _rows(answer: str, what: str, wanted: int | None, id_fields: tuple[int, ...]) -> list:
+        return [r for r in text_rows(answer, what) if any(r[i] == str(wanted) for i in id_fields)]
+
+    def config(self, tmp_path: Path) -> dict:
+        return {**super().config(tmp_path), "users": [LABUSER, ALICE, ADMIN]}
+
+
+@pytest.fixture
+def jobs_host(monkeypatch, host, request):
+    version, accounting = getattr(request, "param", ("24.11", True))
+    slurm = JobHost(version, accounting)
+    monkeypatch.setattr(task, "slurm", slurm)
+    real = task.pwd.getpwnam
+    monkeypatch.setattr(
+        task.pwd,
+        "getpwnam",
+        lambda name: (
+            pwd.struct_passwd((name, "x", 2000, 2000, "", "/home/labuser", "/bin/bash"))
+            if name == "labuser"
+            else real(name)
+        ),
+    )
+    return slurm
+
+
+BOTH = [("22.05", True), ("24.11", True)]
+
+
+def ask_job(host: JobHost, tmp_path: Path, job_id: int, user: str | None = "labuser") -> dict:
+    return ask(host, tmp_path, "job", {"job_id": job_id}, user)
+
+
+@pytest.mark.parametrize("jobs_host", BOTH, indirect=True)
+def test_a_job_is_read_whole_from_slurmctld_then_from_accounting(jobs_host, tmp_path):
+    ids = CAPTURED_JOBS[jobs_host.version[:5]]
+    answer = check_output("job", ask_job(jobs_host, tmp_path, ids["gpu"]))
+    (running,) = answer["parts"]
+    assert (answer["source"], running["state"], running["gpus"]) == ("slurmctld", "running", 1)
+    assert (running["exit_code"], running["signal"], running["end_time"]) == (None, None, None)
+    assert running["stdout"] == f"/home/labuser/slurm-{ids['gpu']}.out"
+    assert running["time_limit"] == "00:10:00" and running["batch_host"].endswith("-w01")
+    failed = check_output("job", ask_job(jobs_host, tmp_path, ids["failed"]))
+    (part,) = failed["parts"]
+    assert (failed["source"], part["state"], part["exit_code"], part["signal"]) == (
+        "accounting", "failed", 3, 0,
+    )  # fmt: skip
+    # the patterns the job gave (-o 'out-%j-%x.txt' -e 'err-%3j.txt'), as slurmd expanded them
+    assert part["stdout"] == f"/home/labuser/out-{ids['failed']}-exits-3.txt"
+    assert part["stderr"] == f"/home/labuser/err-{ids['failed']:03d}.txt"
+    killed = check_output("job", ask_job(jobs_host, tmp_path, ids["killed"]))
+    assert [(p["exit_code"], p["signal"]) for p in killed["parts"]] == [(0, 15)]
+
+
+@pytest.mark.parametrize("jobs_host", BOTH, indirect=True)
+def test_an_arrays_tasks_are_its_parts_with_the_files_slurmd_wrote(jobs_host, tmp_path):
+    array = CAPTURED_JOBS[jobs_host.version[:5]]["array"]
+    answer = check_output("job", ask_job(jobs_host, tmp_path, array))
+    assert [p["job_id"] for p in answer["parts"]] == [f"{array}_{i}" for i in (1, 2, 3)]
+    # 22.05's squeue shows slurm-<task's own id>.out; the files are slurm-%A_%a.out (ls on the
+    # lab's worker showed them)
+    assert [p["stdout"] for p in answer["parts"]] == [
+        f"/home/labuser/slurm-{array}_{i}.out" for i in (1, 2, 3)
+    ]
+    assert {p["state"] for p in answer["parts"]} == {"completed"}
+
+
+@pytest.mark.parametrize("jobs_host", BOTH, indirect=True)
+def test_a_hostile_job_name_is_one_field_of_one_part(jobs_host, tmp_path):
+    hostile = CAPTURED_JOBS[jobs_host.version[:5]]["hostile"]
+    answer = check_output("job", ask_job(jobs_host, tmp_path, hostile))
+    (part,) = answer["parts"]
+    name = (FIXTURES / "hostile-job-name").read_text()
+    # slurmdbd keeps 255 characters and turns " into a backquote
+    assert part["name"] in (name, name[:255].replace('"', "`"))
+    assert part["user"] == "labuser" and part["state"] == "completed"
+
+
+@pytest.mark.parametrize("jobs_host", [("24.11", True)], indirect=True)
+def test_a_job_is_its_owners_or_an_admins_and_an_unknown_one_is_not_found(jobs_host, tmp_path):
+    gpu = CAPTURED_JOBS["24.11"]["gpu"]
+    refused = ask_job(jobs_host, tmp_path, gpu, "alice")
+    assert (
+        refused["error"]["code"] == "forbidden" and "another user's" in refused["error"]["message"]
+    )
+    assert check_output("job", ask_job(jobs_host, tmp_path, gpu, "ops"))["parts"]
+    missing = ask_job(jobs_host, tmp_path, 999999)
+    assert missing["error"]["code"] == "not_found"
+    assert ask_job(jobs_host, tmp_path, gpu, None)["error"]["code"] == "forbidden"
+
+
+@pytest.mark.parametrize("jobs_host", [("24.11", False)], indirect=True)
+def test_without_accounting_a_job_is_what_slurmctld_holds_and_says_so(jobs_host, tmp_path):
+    failed = CAPTURED_JOBS["24.11"]["failed"]
+    answer = check_output("job", ask_job(jobs_host, tmp_path, failed))
+    assert (answer["source"], answer["accounting"]) == ("slurmctld", False)
+    assert [p["exit_code"] for p in answer["parts"]] == [3]
+    jobs_host.held.discard(failed)
+    gone = ask_job(jobs_host, tmp_path, failed)
+    assert gone["error"]["code"] == "not_found" and "in slurmctld" in gone["error"]["message"]

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The controller's typed tasks: what the platform's node agent runs for the native Jobs and
-Nodes tabs (app.slurm.query: queue, nodes; app.slurm.submit: submit, cancel).
+Nodes tabs (app.slurm.query: queue, nodes, job; app.slurm.submit: submit, cancel).
 
 One JSON task on stdin, one JSON answer on stdout, the exit code by outcome (EXIT_CODES). The
 input is checked against the task's JSON Schema, the one the app's manifest publishes
@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-from slurm_readers.commands import slurm_command
+from slurm_readers.commands import JOB_RECORD_PATHS_SINCE, slurm_command
+from slurm_readers.job_detail import duration, iso, job_part_answer, slurm_job_detail
 from slurm_readers.jobs import slurm_history, slurm_jobs
 from slurm_readers.nodes import slurm_node_usage, slurm_nodes
+from slurm_readers.versions import slurm_version_tuple
 
 CONFIG = Path("/etc/slurm-app/tasks.json")
 SCHEMAS = Path(__file__).resolve().with_name("task-schemas.json")
@@ -96,19 +98,6 @@ def slurm(argv: list[str], user: str | None = None, stdin: str | None = None) ->
             raise TaskError("scheduler_unavailable", message)
         raise TaskError("failed", message or f"{argv[0]} exited {done.returncode}")
     return done.stdout
-
-
-def duration(seconds: int | None) -> str | None:
-    """Slurm's way: 1-02:03:04, 02:03:04."""
-    if seconds is None or seconds < 0:
-        return None
-    days, rest = divmod(seconds, 86400)
-    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
-    return f"{days}-{text}" if days else text
-
-
-def iso(epoch: int | None) -> str | None:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)) if epoch else None
 
 
 def job_answer(job: dict[str, Any], now: int) -> dict[str, Any]:
@@ -250,9 +239,67 @@ def task_cancel(config: dict[str, Any], request: dict[str, Any]) -> dict[str, An
     return {"job_id": job_id, "state": "cancelled"}
 
 
+def job_parts(config: dict[str, Any], job_id: int) -> tuple[list[dict[str, Any]], str]:
+    """The parts of job `job_id` (an array's tasks, a het job's components) and where they were
+    read: slurmctld while any part has not ended or when accounting is off, else accounting."""
+    version = config["version"]
+
+    def ours(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [p for p in parts if job_id in (p["id"], p["array_job_id"], p["het_job_id"])]
+
+    try:
+        answer = slurm(slurm_command("job", version, json=False, job_ids=[job_id]))
+        live = ours(slurm_job_detail(answer, "job"))
+    except TaskError as error:
+        if "Invalid job id" not in error.message:
+            raise
+        live = []
+    ended = live and all(p["exit_code"] is not None for p in live)
+    if not config["accounting"] or (live and not ended):
+        return live, "slurmctld"
+    argv = slurm_command("job_record", version, json=False, job_ids=[job_id])
+    with_paths = slurm_version_tuple(version) >= JOB_RECORD_PATHS_SINCE
+    recorded = ours(slurm_job_detail(slurm(argv), "job_record", with_paths=with_paths))
+    if not recorded:
+        return live, "slurmctld"
+    if not with_paths:
+        # 22.05's accounting keeps no paths: slurmctld's, while it still holds the job
+        held = {p["job_id"]: p for p in live}
+        for part in recorded:
+            paths = held.get(part["job_id"], {})
+            part["stdout"], part["stderr"] = paths.get("stdout"), paths.get("stderr")
+    return recorded, "accounting"
+
+
+def first_node(part: dict[str, Any]) -> str | None:
+    """The batch host of a part accounting recorded (the first node of its allocation)."""
+    if part["batch_host"] or not part["node_list"] or part["node_list"] == "None assigned":
+        return part["batch_host"]
+    names = slurm(["scontrol", "show", "hostnames", part["node_list"]]).split()
+    return names[0] if names else None
+
+
+def task_job(config: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    user = cluster_user(config, request.get("user"))
+    job_id = int(request["input"]["job_id"])  # JSON Schema's integer admits 5.0
+    parts, source = job_parts(config, job_id)
+    if not parts:
+        held = "slurmctld" if not config["accounting"] else "slurmctld or accounting"
+        raise TaskError("not_found", f"job_id: no job {job_id} in {held}")
+    if any(p["user"] != user["name"] for p in parts) and not user.get("admin"):
+        raise TaskError("forbidden", f"job_id: job {job_id} is another user's")
+    return {
+        "job_id": job_id,
+        "source": source,
+        "accounting": bool(config["accounting"]),
+        "parts": [job_part_answer(part, first_node(part)) for part in parts],
+    }
+
+
 TASKS = {
     "queue": task_queue,
     "nodes": task_nodes,
+    "job": task_job,
     "submit": task_submit,
     "cancel": task_cancel,
 }

@@ -47,6 +47,68 @@ HISTORY_FIELDS = (
 )
 
 
+# One job in detail (the `job` task), from slurmctld while it holds the job: JobID is the raw
+# id there (an array task's own), so the array's and the het job's ids come with it. squeue
+# prints StdOut and StdErr as given (`slurm-%A_%a.out`): slurm_output_path expands them.
+JOB_DETAIL_FIELDS = (
+    "JobID",
+    "ArrayJobId",
+    "ArrayTaskId",
+    "HetJobId",
+    "HetJobOffset",
+    "State",
+    "UserName",
+    "Account",
+    "QOS",
+    "Partition",
+    "NumNodes",
+    "NumCPUs",
+    "tres-alloc",
+    "SubmitTime",
+    "StartTime",
+    "EndTime",
+    "TimeUsed",
+    "TimeLimit",
+    "NodeList",
+    "BatchHost",
+    "Reason",
+    "exit_code",
+    "WorkDir",
+    "StdOut",
+    "StdErr",
+    "Name",
+)
+
+
+# The same job from accounting, one row per allocation (-X: an array's tasks and a het job's
+# components are rows of their own). 22.05's sacct has no StdOut and StdErr: JOB_RECORD_FIELDS
+# names them from 23.02 (slurm_command's `job_record`).
+JOB_RECORD_FIELDS = (
+    "JobIDRaw",
+    "JobID",
+    "State",
+    "ExitCode",
+    "User",
+    "Account",
+    "QOS",
+    "Partition",
+    "NNodes",
+    "NodeList",
+    "AllocTRES",
+    "Submit",
+    "Start",
+    "End",
+    "Elapsed",
+    "Timelimit",
+    "Reason",
+    "WorkDir",
+    "StdOut",
+    "StdErr",
+    "JobName",
+)
+JOB_RECORD_PATHS_SINCE = (23, 2)
+
+
 NODE_FIELDS = ("%N", "%T", "%C", "%m", "%G", "%P", "%E")
 
 
@@ -80,6 +142,25 @@ TEXT_COMMANDS: dict[str, list[str]] = {
         "-o",
         ",".join(HISTORY_FIELDS),
     ],
+    "job": [
+        "squeue",
+        "-h",
+        "-a",
+        "-t",
+        "all",
+        "-O",
+        ",".join([f"{field}:{SEPARATOR_MARK}" for field in JOB_DETAIL_FIELDS[:-1]] + ["Name:"]),
+    ],
+    "job_record": [
+        "sacct",
+        "-n",
+        "-P",
+        f"--delimiter={SEPARATOR_MARK}",
+        "-X",
+        "-a",
+        "-o",
+        ",".join(JOB_RECORD_FIELDS),
+    ],
     "accounting": [
         "sacct",
         "-n",
@@ -97,6 +178,8 @@ _TEXT_FIELDS = {
     "jobs": len(JOB_FIELDS),
     "accounting": len(ACCOUNTING_FIELDS),
     "history": len(HISTORY_FIELDS),
+    "job": len(JOB_DETAIL_FIELDS),
+    "job_record": len(JOB_RECORD_FIELDS),
 }
 
 
@@ -158,9 +241,16 @@ def slurm_command(
             argv[1:1] = ["-t", "all"]
     if what == "history":
         argv += ["-S", f"now-{int(since_days)}days"]
-    if what == "accounting" and job_ids:
+    if what in ("accounting", "job_record", "job") and job_ids:
         # With -j sacct searches from the epoch, not from today's midnight.
         argv += ["-j", ",".join(str(job_id) for job_id in job_ids)]
+    if what == "job_record" and slurm_version_tuple(version) < JOB_RECORD_PATHS_SINCE:
+        # the same width, JobIDRaw again where the paths are: slurm_job_detail reads them as
+        # unknown (with_paths=False)
+        fields = [
+            "JobIDRaw" if field in ("StdOut", "StdErr") else field for field in JOB_RECORD_FIELDS
+        ]
+        argv[argv.index("-o") + 1] = ",".join(fields)
     return argv
 
 
