@@ -121,55 +121,35 @@ SEPARATOR_MARK = "{separator}"
 _SEPARATOR = re.compile(r"\|[0-9a-f]{24}\|")
 
 
+def _squeue(fields: tuple[str, ...], *options: str) -> list[str]:
+    """squeue's -O form: each field but the last ends with the separator (a suffix: -O's
+    `field:suffix`), and is printed whole."""
+    suffixed = [f"{field}:{SEPARATOR_MARK}" for field in fields[:-1]] + [f"{fields[-1]}:"]
+    return ["squeue", "-h", "-a", *options, "-O", ",".join(suffixed)]
+
+
+def _sacct(fields: tuple[str, ...], *options: str) -> list[str]:
+    return [
+        "sacct",
+        "-n",
+        "-P",
+        f"--delimiter={SEPARATOR_MARK}",
+        *options,
+        "-a",
+        "-o",
+        ",".join(fields),
+    ]
+
+
 TEXT_COMMANDS: dict[str, list[str]] = {
     "nodes": ["sinfo", "-h", "-N", "-o", SEPARATOR_MARK.join(NODE_FIELDS)],
-    "jobs": [
-        "squeue",
-        "-h",
-        "-a",
-        "-O",
-        ",".join([f"{field}:{SEPARATOR_MARK}" for field in JOB_FIELDS[:-1]] + ["Name:"]),
-    ],
+    "jobs": _squeue(JOB_FIELDS),
     # The jobs that left the queue, one row each (-X: no steps), for the Jobs tab's completed
     # and failed views; slurm_command adds the window's start.
-    "history": [
-        "sacct",
-        "-n",
-        "-P",
-        f"--delimiter={SEPARATOR_MARK}",
-        "-X",
-        "-a",
-        "-o",
-        ",".join(HISTORY_FIELDS),
-    ],
-    "job": [
-        "squeue",
-        "-h",
-        "-a",
-        "-t",
-        "all",
-        "-O",
-        ",".join([f"{field}:{SEPARATOR_MARK}" for field in JOB_DETAIL_FIELDS[:-1]] + ["Name:"]),
-    ],
-    "job_record": [
-        "sacct",
-        "-n",
-        "-P",
-        f"--delimiter={SEPARATOR_MARK}",
-        "-X",
-        "-a",
-        "-o",
-        ",".join(JOB_RECORD_FIELDS),
-    ],
-    "accounting": [
-        "sacct",
-        "-n",
-        "-P",
-        f"--delimiter={SEPARATOR_MARK}",
-        "-a",
-        "-o",
-        ",".join(ACCOUNTING_FIELDS),
-    ],
+    "history": _sacct(HISTORY_FIELDS, "-X"),
+    "job": _squeue(JOB_DETAIL_FIELDS, "-t", "all"),
+    "job_record": _sacct(JOB_RECORD_FIELDS, "-X"),
+    "accounting": _sacct(ACCOUNTING_FIELDS),
 }
 
 
