@@ -208,12 +208,13 @@ def load_json(text: str, file: str | None = None) -> Document:
     doc = Document(data=data, file=file, source=text)
     duplicates: list[Duplicate] = []
     if duplicated:
-        # the key a reader meets a second time first
+        # the key a reader meets a second time first; the index then serves the findings too
+        index = doc._json_index = JsonIndex(text)
         offset, path = min(
-            (_json_second_key(text, path, key), (*path, key))
+            (index.second_key_offset(path, key), (*path, key))
             for path, key in _paths_of(data, duplicated)
         )
-        duplicates = [(path, text.count("\n", 0, offset) + 1)]
+        duplicates = [(path, index.line(offset))]
     return _checked(doc, duplicates)
 
 
@@ -316,19 +317,19 @@ class JsonIndex:
             self._newlines = [match.start() for match in re.finditer("\n", self.text)]
         return bisect.bisect_left(self._newlines, offset) + 1
 
+    def second_key_offset(self, path: LinePath, key: str) -> int:
+        """The offset of the second `key` in the object at `path` (the children keep the last)."""
+        occurrences = (
+            at for name, at, _ in _members(self.text, self.offset_of(path)) if name == key
+        )
+        next(occurrences)
+        return next(occurrences)
+
     def line_of(self, path: LinePath) -> int | None:
         try:
             return self.line(self.offset_of(path))
         except (ValueError, IndexError, RecursionError):  # not the text the data came from
             return None
-
-
-def _json_second_key(text: str, path: LinePath, key: str) -> int:
-    """The offset of the second `key` in the object at `path`."""
-    start = JsonIndex(text).offset_of(path)
-    occurrences = (at for name, at, _ in _members(text, start) if name == key)
-    next(occurrences)
-    return next(occurrences)
 
 
 # 20,000 allocations and members take about 9 MB of indented JSON; nothing valid is larger.
