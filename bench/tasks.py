@@ -1,7 +1,7 @@
 """The Jobs and Nodes tabs' typed tasks: one answer's time and peak memory on a large cluster,
 and the round trip through `slurm-app-driver task` on a lab.
 
-On-host: the task command (roles/slurm_controller/files/slurm_app_task.py) answers `queue`
+On-host: the task command (roles/slurm_common/files/slurm_app_task.py) answers `queue`
 (all jobs, and one user's) and `nodes` from Slurm answers for N nodes and M jobs built from
 the records captured on real 22.05 and 24.11 daemons (bench.slurm_exporter's builder), each in
 a fresh process (its peak RSS is the answer's); Slurm itself is not run.
@@ -30,23 +30,29 @@ ASKED = (("queue", {}), ("queue", {"user": "user0007"}), ("nodes", {}))
 
 def measure_once(version: str, folder: Path, name: str, given: dict) -> None:
     """In a fresh process: one answer from the answers in `folder`; prints JSON."""
-    for path in ("roles/slurm_common/filter_plugins", "roles/slurm_controller/files"):
+    for path in ("roles/slurm_common/filter_plugins", "roles/slurm_common/files"):
         sys.path.insert(0, str(ROOT / path))
     imported = time.perf_counter()
     import slurm_app_task
+    import slurm_task_core
 
     import_s = time.perf_counter() - imported
 
     command = (folder / "command").read_text()
-    replies = {command: (folder / "nodes").read_text(), "squeue": (folder / "jobs").read_text()}
+    slurm_version = (exporter_bench.FIXTURES / version / "VERSION").read_text().strip()
+    replies = {
+        command: (folder / "nodes").read_text(),
+        "squeue": (folder / "jobs").read_text(),
+        "scontrol show config": f"SLURM_VERSION = {slurm_version}\n"
+        "AccountingStorageType = accounting_storage/slurmdbd\n",
+    }
 
     def slurm(argv: list[str], user: str | None = None, stdin: str | None = None) -> str:
         return replies[argv[0]] if argv[0] == "squeue" else replies[" ".join(argv)]
 
-    slurm_app_task.slurm = slurm
+    slurm_task_core.slurm = slurm
     config = {
-        "version": (exporter_bench.FIXTURES / version / "VERSION").read_text().strip(),
-        "accounting": True,
+        "storage_mount": "",
         "users": [],
         "audit_log": str(folder / "audit.log"),
         "max_script_bytes": 1048576,

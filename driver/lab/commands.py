@@ -154,7 +154,7 @@ def lab_task(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return usage(f"--input: not JSON ({exc})", "text")
     try:
-        request = lab_requests.task_request(args.name, args.task, args.user, given)
+        request = lab_requests.task_request(args.name, args.task, args.user, given, args.host)
     except LabError as exc:
         return _failed(exc)
     return cmd_task(argparse.Namespace(request=str(request)))
@@ -316,12 +316,16 @@ def add_lab_parser(sub: Any) -> None:
     task = add_command(
         lab_sub,
         "task",
-        "run one of the app's typed tasks on the lab's controller (queue, submit, ...)",
-        "slurm-app-driver lab task queue --user labuser",
+        "run one of the app's typed tasks on a lab host (queue, submit, job_output, ...)",
+        "slurm-app-driver lab task job --user labuser --input '{\"job_id\": 2}'",
     )
-    task.add_argument("task", help="queue, nodes, job, submit or cancel")
+    task.add_argument("task", help="queue, nodes, job, job_output, usage, submit or cancel")
     task.add_argument("--name", default="lab", help="lab name (default: lab)")
-    task.add_argument("--user", help="the cluster user asking (job, submit and cancel)")
+    task.add_argument("--user", help="the cluster user asking (job, job_output, submit and cancel)")
+    task.add_argument(
+        "--host",
+        help="the lab host it runs on (default: the controller; job_output: the batch host)",
+    )
     task.add_argument("--input", help="the task's input as JSON")
     task.set_defaults(func=lab_task)
     status = add_command(

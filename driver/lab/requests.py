@@ -201,20 +201,31 @@ def _target_allocation(
 
 
 def task_request(
-    name: str, task: str, user: str | None = None, given: dict[str, Any] | None = None
+    name: str,
+    task: str,
+    user: str | None = None,
+    given: dict[str, Any] | None = None,
+    host: str | None = None,
 ) -> Path:
-    """One of the app's typed tasks on the deployed lab's controller, as the platform's node
-    agent would be asked to run it (`slurm-app-driver task`). Returns the request file."""
+    """One of the app's typed tasks on a host of the deployed lab (`host`, else the
+    controller), as the platform's node agent would be asked to run it (`slurm-app-driver
+    task`). Returns the request file."""
     deploy = _cluster_as_it_stands(name)
-    controller_id = deploy["instance"]["placement_intent"]["controller_allocation_id"]
-    controller = next(a for a in deploy["allocations"] if a["id"] == controller_id)
+    if host is None:
+        wanted = deploy["instance"]["placement_intent"]["controller_allocation_id"]
+        target = next(a for a in deploy["allocations"] if a["id"] == wanted)
+    else:
+        target = next((a for a in deploy["allocations"] if a["hostname"] == host), None)
+        if target is None:
+            hosts = ", ".join(a["hostname"] for a in deploy["allocations"])
+            raise LabError(f"--host: no host {host!r} in lab {name!r} (its hosts: {hosts})")
     request = {
         "api_version": "v1",
         "correlation_id": f"lab-{uuid.uuid4()}",
         "org_id": deploy["org_id"],
         "project_id": deploy["project_id"],
         "instance": {k: deploy["instance"][k] for k in ("id", "app_slug", "version")},
-        "allocation": controller,
+        "allocation": target,
         "credentials": {"ssh_private_key_file": deploy["credentials"]["ssh_private_key_file"]},
         "task": {"name": task, "input": given or {}, **({"user": user} if user else {})},
     }

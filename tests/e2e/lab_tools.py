@@ -301,11 +301,17 @@ def check_gpu_job_mapping(lab_name: str, worker: str) -> None:
 
 
 def lab_task(
-    lab_name: str, env: dict[str, str], task: str, user: str | None = None, **given
+    lab_name: str,
+    env: dict[str, str],
+    task: str,
+    user: str | None = None,
+    on: str | None = None,
+    **given,
 ) -> tuple[int, dict]:
-    """One of the app's typed tasks on the lab's controller through `slurm-app-driver task`
-    (by its full path, the platform's environment): (exit code, the task's answer)."""
-    request = lab_requests.task_request(lab_name, task, user, given)
+    """One of the app's typed tasks on lab host `on` (the controller by default) through
+    `slurm-app-driver task` (by its full path, the platform's environment): (exit code, the
+    task's answer)."""
+    request = lab_requests.task_request(lab_name, task, user, given, on)
     ran = console_script("task", str(request), env=env, timeout=180)
     assert ran.stdout.strip(), ran.stderr
     return ran.returncode, json.loads(ran.stdout)

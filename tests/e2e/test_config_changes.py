@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+from job_checks import check_job_detail_output_and_usage, print_for_the_note
 from lab_tools import check_typed_tasks, name_the_gpus, on_host, platform_env, run_request
 
 from driver.lab import lab
@@ -176,6 +177,15 @@ def test_the_jobs_and_nodes_tabs_typed_tasks_on_24_11(cluster):
     as cancelled from accounting."""
     _, env = cluster
     check_typed_tasks(SPEC.name, env, "/home/labuser", other="newbie")
+
+
+def test_a_jobs_detail_output_and_usage_on_24_11(cluster):
+    """Issue 49 on Slurm 24.11, allocation-local homes: a CPU job of labuser and a GPU job
+    (an h100) of newbie's on the one node."""
+    _, env = cluster
+    ctl = f"{SPEC.name}-ctl"
+    shown = check_job_detail_output_and_usage(SPEC.name, env, "newbie", ctl, ctl, shared=False)
+    print_for_the_note(shown)
 
 
 def test_a_rerun_skips_the_converge_until_a_member_drifts(cluster):

@@ -17,6 +17,7 @@ import time
 import pytest
 import yaml
 from conftest import ROOT, console_script, run_events
+from job_checks import check_job_detail_output_and_usage, print_for_the_note
 from lab_tools import (
     check_a_hostile_job_name_is_read_as_a_name,
     check_controller_replacement,
@@ -252,6 +253,15 @@ def test_the_jobs_and_nodes_tabs_typed_tasks_on_22_05(cluster):
 
 def test_a_hostile_job_name_is_read_as_a_name_on_22_05(cluster):
     check_a_hostile_job_name_is_read_as_a_name(SPEC.name, cluster, "old-w01")
+
+
+def test_a_jobs_detail_output_and_usage_on_22_05(cluster):
+    """Issue 49 on Slurm 22.05, homes on the platform's storage: labuser's CPU job on
+    old-w01, late's GPU job on old-w02; another node reads the output too."""
+    shown = check_job_detail_output_and_usage(
+        SPEC.name, cluster, "late", "old-w01", "old-w02", shared=True
+    )
+    print_for_the_note(shown)
 
 
 def _backups() -> list[str]:

@@ -1,4 +1,4 @@
-"""The controller's typed tasks (roles/slurm_controller/files/slurm_app_task.py) against the
+"""The typed tasks (roles/slurm_common/files/slurm_app_task.py and its slurm_task_*) against the
 Slurm answers captured from real 22.05 and 24.11 daemons: the answers' shapes are the
 manifest's output schemas, hostile inputs are refused before any Slurm command runs, submit and
 cancel run as the requesting user with the script as data, and each is audited."""
@@ -22,6 +22,7 @@ for folder in ("roles/slurm_common/files", "roles/slurm_controller/files"):
     if str(ROOT / folder) not in sys.path:
         sys.path.insert(0, str(ROOT / folder))
 task = importlib.import_module("slurm_app_task")
+core = importlib.import_module("slurm_task_core")
 
 MANIFEST = yaml.safe_load((MANIFESTS / "slurm-reference" / "manifest.yaml").read_text())
 TASKS = {t["name"]: t for t in MANIFEST["versions"][-1]["tasks"]}
@@ -59,10 +60,14 @@ class Host:
         self.down = False
         self.accounting = accounting
 
-    def __call__(self, argv: list[str], user: str | None = None, stdin: str | None = None) -> str:
-        self.ran.append(((["runuser", "-u", user, "--"] if user else []) + argv, stdin))
+    def __call__(
+        self, argv: list[str], user: str | None = None, stdin: str | None = None, **_: object
+    ) -> str:
         if self.down:
             raise task.TaskError("scheduler_unavailable", "Unable to contact slurm controller")
+        if argv[:3] == ["scontrol", "show", "config"]:
+            return self.show_config()
+        self.ran.append(((["runuser", "-u", user, "--"] if user else []) + argv, stdin))
         if argv[0] == "squeue":
             if "-j" in argv:
                 wanted = argv[argv.index("-j") + 1]
@@ -83,10 +88,16 @@ class Host:
             return ""
         raise AssertionError(f"unexpected command {argv}")
 
+    def show_config(self) -> str:
+        storage = "accounting_storage/slurmdbd" if self.accounting else "accounting_storage/none"
+        return (
+            f"Configuration data as of 2026-12-02T10:00:00\nAccountingStorageType   = {storage}\n"
+            f"SLURM_VERSION           = {self.version}\nSlurmctldPort           = 6817\n"
+        )
+
     def config(self, tmp_path: Path) -> dict:
         return {
-            "version": self.version,
-            "accounting": self.accounting,
+            "storage_mount": "",
             # root listed by mistake: the task still never runs anything as root
             "users": [ALICE, BOB, ADMIN, ROOT_USER],
             "audit_log": str(tmp_path / "audit" / "tasks.log"),
@@ -97,7 +108,7 @@ class Host:
 @pytest.fixture
 def host(monkeypatch, request):
     slurm = Host(getattr(request, "param", "24.11"))
-    monkeypatch.setattr(task, "slurm", slurm)
+    monkeypatch.setattr(core, "slurm", slurm)
     accounts = {u["name"]: u["uid"] for u in (ALICE, BOB, ADMIN)} | {"root": 0}
 
     def getpwnam(name: str):
@@ -107,7 +118,7 @@ def host(monkeypatch, request):
             (name, "x", accounts[name], accounts[name], "", f"/home/{name}", "/bin/bash")
         )
 
-    monkeypatch.setattr(task.pwd, "getpwnam", getpwnam)
+    monkeypatch.setattr(core.pwd, "getpwnam", getpwnam)
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
     return slurm
@@ -342,8 +353,8 @@ def test_the_manifests_tasks_are_the_ones_the_command_answers():
     assert set(TASKS) == set(task.TASKS)
     assert {n for n, t in TASKS.items() if t.get("audited")} == task.AUDITED
     # the path the manifest tells the node agent is where slurm_controller installs it
-    role_vars = yaml.safe_load((ROOT / "roles/slurm_controller/vars/Debian.yml").read_text())
-    assert {t["command"] for t in TASKS.values()} == {role_vars["__slurm_controller_task_command"]}
+    role_vars = yaml.safe_load((ROOT / "roles/slurm_common/vars/Debian.yml").read_text())
+    assert {t["command"] for t in TASKS.values()} == {role_vars["__slurm_common_task_command"]}
 
 
 # The jobs tests/fixtures/slurm/capture-job.sh submitted as labuser, by what each is.
@@ -365,7 +376,11 @@ class JobHost(Host):
         self.sacct = (folder / "job-sacct.txt").read_text()
         self.held = set(CAPTURED_JOBS[version].values())
 
-    def __call__(self, argv: list[str], user: str | None = None, stdin: str | None = None) -> str:
+    def __call__(
+        self, argv: list[str], user: str | None = None, stdin: str | None = None, **_: object
+    ) -> str:
+        if argv[:3] == ["scontrol", "show", "config"]:
+            return self.show_config()
         self.ran.append((argv, stdin))
         wanted = int(argv[argv.index("-j") + 1]) if "-j" in argv else None
         if argv[0] == "squeue":
@@ -397,10 +412,10 @@ class JobHost(Host):
 def jobs_host(monkeypatch, host, request):
     version, accounting = getattr(request, "param", ("24.11", True))
     slurm = JobHost(version, accounting)
-    monkeypatch.setattr(task, "slurm", slurm)
-    real = task.pwd.getpwnam
+    monkeypatch.setattr(core, "slurm", slurm)
+    real = core.pwd.getpwnam
     monkeypatch.setattr(
-        task.pwd,
+        core.pwd,
         "getpwnam",
         lambda name: (
             pwd.struct_passwd((name, "x", 2000, 2000, "", "/home/labuser", "/bin/bash"))

@@ -109,6 +109,11 @@ JOB_RECORD_FIELDS = (
 JOB_RECORD_PATHS_SINCE = (23, 2)
 
 
+# What each allocation used (the `usage` task), its times as epoch seconds (the command runs
+# with SLURM_TIME_FORMAT=%s): End is Unknown while it runs, Start while it waits.
+USAGE_FIELDS = ("JobIDRaw", "User", "Account", "AllocTRES", "Start", "End")
+
+
 NODE_FIELDS = ("%N", "%T", "%C", "%m", "%G", "%P", "%E")
 
 
@@ -150,6 +155,8 @@ TEXT_COMMANDS: dict[str, list[str]] = {
     "job": _squeue(JOB_DETAIL_FIELDS, "-t", "all"),
     "job_record": _sacct(JOB_RECORD_FIELDS, "-X"),
     "accounting": _sacct(ACCOUNTING_FIELDS),
+    # -D: every run of a requeued job, as sreport counts them; slurm_command adds the period
+    "usage": _sacct(USAGE_FIELDS, "-X", "-D"),
 }
 
 
@@ -160,6 +167,7 @@ _TEXT_FIELDS = {
     "history": len(HISTORY_FIELDS),
     "job": len(JOB_DETAIL_FIELDS),
     "job_record": len(JOB_RECORD_FIELDS),
+    "usage": len(USAGE_FIELDS),
 }
 
 
@@ -191,6 +199,7 @@ def slurm_command(
     nodes: list[str] | None = None,
     ended: bool = False,
     since_days: int = 7,
+    period: tuple[str, str] | None = None,
 ) -> list[str]:
     """The argv that asks this Slurm version about `what` (nodes, jobs, accounting): its JSON
     form where the version has a right one and `json` is true, else the text form (which any
@@ -198,7 +207,8 @@ def slurm_command(
     query; a narrowed query is always the text form (22.05's `sinfo --json` ignores `-n`,
     the text forms filter alike in every version). `job_ids` narrows an accounting query.
     `ended` makes the text jobs query list the jobs that ended but slurmctld still holds, as
-    `squeue --json` always does. `history` (text in every version) covers `since_days`."""
+    `squeue --json` always does. `history` (text in every version) covers `since_days`;
+    `usage` the `period` (sacct's -S and -E, as the host's local times)."""
     if what not in TEXT_COMMANDS:
         raise ValueError(f"unknown Slurm query {what!r}; expected one of {sorted(TEXT_COMMANDS)}")
     node_list = ",".join(nodes or [])
@@ -221,6 +231,8 @@ def slurm_command(
             argv[1:1] = ["-t", "all"]
     if what == "history":
         argv += ["-S", f"now-{int(since_days)}days"]
+    if what == "usage" and period:
+        argv += ["-S", period[0], "-E", period[1]]
     if what in ("accounting", "job_record", "job") and job_ids:
         # With -j sacct searches from the epoch, not from today's midnight.
         argv += ["-j", ",".join(str(job_id) for job_id in job_ids)]
