@@ -54,6 +54,16 @@ def member_releases(reported: dict[str, Any]) -> dict[str, dict[str, Any] | None
     }
 
 
+def member_converged_by(reported: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+    """Host to the operation that last converged it ({operation_id, operation,
+    correlation_id, instance_id, app_slug, at}), None where none was recorded (a member of an
+    earlier release, or one converged by hand)."""
+    return {
+        host: ({**record} if record else None)
+        for host, record in sorted((reported.get("slurm_app_converged_by") or {}).items())
+    }
+
+
 def upgrade_detail(reported: dict[str, Any], operation: str) -> dict[str, Any]:
     """From where to where, with which backup, and each member's version: as the run left it
     where it got to the report, else as it found it (the Slurm a batch upgraded included), so

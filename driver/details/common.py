@@ -19,6 +19,23 @@ class Release(OutputModel):
     """The bundle's own version (`slurm-app-driver --version`)."""
 
 
+class ConvergedBy(OutputModel):
+    """The operation that last converged a host, as the host recorded it."""
+
+    operation_id: str
+    """The platform's id of the operation."""
+    operation: str
+    """Its type (deploy, add_worker, upgrade, ...)."""
+    correlation_id: str
+    """The platform's trace id: `journalctl SLURM_APP_CORRELATION_ID=<it>` on the host."""
+    instance_id: str
+    """The instance the operation belonged to."""
+    app_slug: str
+    """The app."""
+    at: str
+    """When the host recorded it (UTC, ISO 8601)."""
+
+
 class NamedRelease(OutputModel):
     """A release an upgrade or a rollback went from or to. Release 1.0 recorded none on its
     hosts: of such a release only the version the platform gave is known."""
@@ -166,6 +183,9 @@ class CommonDetail(SparseOutput):
     releases: dict[str, Release | None] | None = None
     """Host to the release that last converged it; null where none was recorded (a member
     of release 1.0, or one deployed by hand)."""
+    converged_by: dict[str, ConvergedBy | None] | None = None
+    """Host to the operation that last converged it; null where none was recorded (a member
+    of an earlier release, or one converged by hand)."""
     upgrade: ReleaseChange | None = None
     """upgrade: what it did."""
     rollback: ReleaseChange | None = None

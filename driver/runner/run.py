@@ -9,6 +9,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,74 @@ def playbook_environment(
     }
 
 
+# The end of a run on the hosts an operation's own last play did not reach (a failure, a
+# cancel): their journal entries (slurm_common's `journal`) say how it ended.
+JOURNAL_PLAYBOOK = Path("playbooks") / "journal.yml"
+
+
+@dataclass
+class Launch:
+    """How the driver starts ansible-playbook in a run's folder: the bundle's, the run's
+    inventory and known hosts, the environment of playbook_environment, under the guard."""
+
+    root: Path
+    private_dir: Path
+    control_dir: Path
+    binary: Path
+    inventory_file: Path
+    instance_id: str
+
+    def run(
+        self,
+        playbook: Path,
+        collector: Collector,
+        cancelled: Callable[[], bool],
+        extravars: dict[str, Any],
+        limit: str | None = None,
+    ) -> Any:
+        runner = init_runner(
+            private_data_dir=str(self.private_dir),
+            project_dir=str(self.root),
+            playbook=str(playbook),
+            inventory=str(self.inventory_file),
+            extravars=extravars,
+            limit=limit,
+            event_handler=collector,
+            cancel_callback=_stop_when(cancelled),
+            quiet=True,
+            settings={
+                "suppress_ansible_output": True,
+                "suppress_output_file": True,
+                # how often the cancel flag is looked at while the playbook runs
+                "pexpect_timeout": 1,
+            },
+        )
+        # ansible-runner would look ansible-playbook up on PATH: name ours, started through
+        # the guard that kills it if the driver dies
+        runner.config.command[:1] = [
+            sys.executable,
+            "-m",
+            "driver.runner.guard",
+            str(tree_lock(self.instance_id)),
+            str(self.binary),
+        ]
+        runner.config.env = {
+            **playbook_environment(self.root, self.private_dir, self.control_dir, self.binary),
+            "AWX_ISOLATED_DATA_DIR": runner.config.artifact_dir,
+        }
+        runner.run()
+        return runner
+
+
+def _hosts_left_unjournaled(collector: Collector) -> list[str]:
+    """The hosts the run reached (its preflight, or a read-only playbook's member report) that
+    the operation's last play did not journal, less any that stopped answering since."""
+    reached = set(collector.artifact_data.get("slurm_app_reached") or {})
+    journaled = set(collector.artifact_data.get("slurm_app_journaled") or {})
+    lost = {name for name, host in host_stats(collector.stats).items() if host.unreachable}
+    return sorted(reached - journaled - lost)
+
+
 def run_playbook(
     plan: RunPlan,
     sink: EventSink,
@@ -157,40 +226,31 @@ def run_playbook(
         return untouched(request, ErrorInfo(code="cancelled", message="cancelled before start"))
     collector = Collector(sink, on_progress)
     started = time.monotonic()
-    with run_dir(str(request.instance.id)) as (private_dir, control_dir):
+    instance_id = str(plan.request.instance.id)
+    with run_dir(instance_id) as (private_dir, control_dir):
         inventory_file = private_dir / "inventory.yml"
         inventory_file.write_text(inventory_yaml(inventory.as_runner_inventory()))
         (private_dir / "known_hosts").write_text(inventory.known_hosts_text())
-        runner = init_runner(
-            private_data_dir=str(private_dir),
-            project_dir=str(root),
-            playbook=str(playbook),
-            inventory=str(inventory_file),
+        launch = Launch(root, private_dir, control_dir, binary, inventory_file, instance_id)
+        runner = launch.run(
+            playbook,
+            collector,
+            cancelled,
             extravars={name: int(value) for name, value in inventory.extra_vars.items()},
-            event_handler=collector,
-            cancel_callback=_stop_when(cancelled),
-            quiet=True,
-            settings={
-                "suppress_ansible_output": True,
-                "suppress_output_file": True,
-                # how often the cancel flag is looked at while the playbook runs
-                "pexpect_timeout": 1,
-            },
         )
-        # ansible-runner would look ansible-playbook up on PATH: name ours, started through
-        # the guard that kills it if the driver dies
-        runner.config.command[:1] = [
-            sys.executable,
-            "-m",
-            "driver.runner.guard",
-            str(tree_lock(str(plan.request.instance.id))),
-            str(binary),
-        ]
-        runner.config.env = {
-            **playbook_environment(root, private_dir, control_dir, binary),
-            "AWX_ISOLATED_DATA_DIR": runner.config.artifact_dir,
-        }
-        runner.run()
+        unjournaled = _hosts_left_unjournaled(collector)
+        if unjournaled:
+            outcome = {"successful": "succeeded", "canceled": "cancelled"}.get(runner.status)
+            launch.run(
+                root / JOURNAL_PLAYBOOK,
+                Collector(EventSink(sink.context, emit=False), None),
+                lambda: False,
+                extravars={
+                    "slurm_common_journal_outcome": outcome or "failed",
+                    "slurm_app_journal_hosts": "all",
+                },
+                limit=",".join(unjournaled),
+            )
     hosts = host_stats(collector.stats)
     failed = any(h.failed or h.unreachable for h in hosts.values()) or runner.status != "successful"
     if runner.status == "canceled":

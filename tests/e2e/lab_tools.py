@@ -123,6 +123,39 @@ def lab_operation(
     return code, result
 
 
+def journal_of(lab_name: str, host: str, kind: str) -> tuple[dict, list[dict]]:
+    """The last `kind` operation's request on the lab, and the entries `journalctl
+    SLURM_APP_CORRELATION_ID=<its correlation id>` finds on `host`, in order."""
+    request = json.loads((lab_spec.lab_dir(lab_name) / f"{kind}.json").read_text())
+    found = on_host(
+        lab_name,
+        host,
+        f"journalctl --no-pager -o json SLURM_APP_CORRELATION_ID={request['correlation_id']}",
+    )
+    return request, [json.loads(line) for line in found.splitlines() if line.startswith("{")]
+
+
+def check_the_journal_of(
+    lab_name: str, kind: str, hosts: list[str], outcome: str = "completed"
+) -> list[dict]:
+    """Each host's journal holds the last `kind` operation's start, then its end with
+    `outcome`, each with the operation's identity; returns the steps logged between."""
+    steps = []
+    for host in hosts:
+        request, entries = journal_of(lab_name, host, kind)
+        ends = [(e["SLURM_APP_EVENT"], e.get("SLURM_APP_OUTCOME")) for e in entries]
+        assert [x for x in ends if x[0] != "step"] == [("start", None), ("end", outcome)], (
+            host, entries,
+        )  # fmt: skip
+        for entry in entries:
+            assert entry["SLURM_APP_OPERATION_ID"] == request["operation"]["id"], entry
+            assert entry["SLURM_APP_OPERATION"] == kind
+            assert entry["SLURM_APP_INSTANCE_ID"] == request["instance"]["id"]
+            assert entry["SYSLOG_IDENTIFIER"] == "slurm-app"
+        steps += [{"host": host, **e} for e in entries if e["SLURM_APP_EVENT"] == "step"]
+    return steps
+
+
 def teardown_paths(by_host: dict[str, list[dict]]) -> dict[str, list[str]]:
     """A result's destroyed (or kept) data: each host's paths, without sizes."""
     return {host: [entry["path"] for entry in entries] for host, entries in by_host.items()}
@@ -481,6 +514,8 @@ def check_a_hostile_job_name_is_read_as_a_name(lab_name: str, env: dict[str, str
         code, result = lab_operation(lab_name, env, "remove_worker", worker)
         assert code == 1 and result["error"]["code"] == "node_busy", result["error"]
         assert job in result["error"]["message"] and result["changed"] == 0
+        # the refusal stopped the run: the driver's follow-up wrote the end on every host
+        check_the_journal_of(lab_name, "remove_worker", [ctl, worker], outcome="failed")
         code, result = lab_operation(
             lab_name, env, "drain_worker", worker, drain_timeout_s=2, reason="hostile names"
         )

@@ -23,6 +23,7 @@ from lab_tools import (
     check_controller_replacement,
     check_gpu_job_mapping,
     check_homes_are_their_users_alone,
+    check_the_journal_of,
     check_typed_tasks,
     deploy_lab,
     host_fingerprint,
@@ -182,6 +183,15 @@ def test_add_remove_and_add_again_on_22_05(cluster):
     ctl_before = _on("old-ctl", "systemctl show -p ExecMainStartTimestamp slurmctld").strip()
     code, result = lab_operation(SPEC.name, env, "add_worker", "old-w02")
     assert code == 0, result
+    # traceable on the hosts: the add's start and end in the controller's and the new
+    # worker's journals, and 22.05's slurmctld restart logged beside them
+    steps = check_the_journal_of(SPEC.name, "add_worker", ["old-ctl", "old-w02"])
+    assert [(s["host"], s["SLURM_APP_STEP"]) for s in steps] == [("old-ctl", "slurmctld restart")]
+    code, status = lab_operation(SPEC.name, env, "status")
+    added = json.loads((lab_spec.lab_dir(SPEC.name) / "add_worker.json").read_text())
+    converged_by = status["adapter_detail"]["converged_by"]
+    assert converged_by["old-w02"]["operation_id"] == added["operation"]["id"]
+    assert converged_by["old-ctl"]["operation"] == "deploy", converged_by
     # 22.05's path: slurmctld restarted, no slurmd restarted
     assert (
         _on("old-ctl", "systemctl show -p ExecMainStartTimestamp slurmctld").strip() != ctl_before

@@ -11,6 +11,7 @@ from driver.apps.open_ondemand.health import portal_health
 from driver.apps.release import (
     RELEASE_ERRORS,
     RELEASE_OPERATIONS,
+    member_converged_by,
     member_releases,
     release_vars,
     upgrade_detail,
@@ -158,6 +159,8 @@ class OpenOnDemand(AppAdapter):
             detail[request.operation.type] = upgrade_detail(reported, request.operation.type)
         if reported.get("slurm_app_releases"):
             detail["releases"] = member_releases(reported)
+        if reported.get("slurm_app_converged_by"):
+            detail["converged_by"] = member_converged_by(reported)
         return detail
 
 

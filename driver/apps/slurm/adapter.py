@@ -8,6 +8,7 @@ from driver.apps.base import AppAdapter, OperationError, Violation, observed
 from driver.apps.release import (
     RELEASE_ERRORS,
     RELEASE_OPERATIONS,
+    member_converged_by,
     member_releases,
     release_vars,
     upgrade_detail,
@@ -353,6 +354,8 @@ class SlurmReference(AppAdapter):
             detail["health"] = health_of(request, reported, asked=inventory.hosts)
         if reported.get("slurm_app_releases"):
             detail["releases"] = member_releases(reported)
+        if reported.get("slurm_app_converged_by"):
+            detail["converged_by"] = member_converged_by(reported)
         detail.update(release)
         detail.update(teardown_data(reported, preview=False))
         # An access bundle is a promise that there is a cluster to use: only after a success.

@@ -1,0 +1,167 @@
+"""Every operation traceable on the hosts (issue 49, point 4): each run's start and end in
+every host's journal with the operation's identity, the end written by the driver when the
+playbook did not get there, and the run's identity kept out of the converge digest."""
+
+import importlib.util
+import json
+import re
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, example
+from test_run import _bundle, _request
+
+from driver.catalog import load_entry
+from driver.inventory import build_inventory
+from driver.models.request import OperationRequest
+
+MODULE = ROOT / "roles" / "slurm_common" / "library" / "slurm_journal.py"
+spec = importlib.util.spec_from_file_location("slurm_journal", MODULE)
+journal_module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(journal_module)  # type: ignore[union-attr]
+
+
+def _operation_playbooks() -> set[str]:
+    found = set()
+    for manifest in (ROOT / "manifests").glob("*/manifest.yaml"):
+        for version in yaml.safe_load(manifest.read_text())["versions"]:
+            found |= {Path(op["playbook"]).name for op in version["operations"]}
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(_operation_playbooks()))
+def test_every_operations_playbook_ends_with_the_journal(name):
+    plays = yaml.safe_load((ROOT / "playbooks" / name).read_text())
+    assert plays[-1].get("ansible.builtin.import_playbook") == "journal.yml"
+    # an operation's playbook imported by this one journals no end of its own
+    for play in plays[:-1]:
+        imported = play.get("ansible.builtin.import_playbook")
+        if imported in _operation_playbooks():
+            assert play["vars"]["slurm_app_journal_ends_here"] is False, (name, imported)
+
+
+def test_the_preflight_journals_the_start_and_reports_the_hosts_it_reached():
+    (play,) = yaml.safe_load((ROOT / "playbooks" / "preflight.yml").read_text())
+    names = [task["name"] for task in play["tasks"]]
+    start = names.index("Write the operation's start in the host's journal")
+    reached = names.index("Report the hosts the run reached, whose journal must get the end")
+    assert names.index("Mark the hosts the rest of the run acts on") < start < reached
+    assert play["tasks"][start]["vars"] == {"slurm_common_journal_event": "start"}
+
+
+def test_the_runs_identity_is_in_every_inventory_and_out_of_the_converge_digest():
+    request = OperationRequest.model_validate(example("slurm-reference/add_worker"))
+    version = load_entry(request.instance.app_slug).entry.version(request.instance.version)
+    inventory = build_inventory(request, version)
+    assert inventory.group_vars["slurm_common_journal"] == {
+        "operation_id": request.operation.id,
+        "operation": "add_worker",
+        "correlation_id": request.correlation_id,
+        "instance_id": str(request.instance.id),
+        "app_slug": "slurm-reference",
+    }
+    patterns = [
+        yaml.safe_load((ROOT / "roles/open_ondemand/vars/main.yml").read_text())[
+            "__open_ondemand_converge_scope"
+        ]["var_pattern"],
+        "".join(
+            re.search(
+                r"'var_pattern': '([^']+)'\s*~\s*'([^']+)'",
+                (ROOT / "roles/slurm_common/vars/Debian.yml").read_text(),
+            ).groups()
+        ),
+    ]
+    for pattern in patterns:
+        digest = re.compile(pattern)
+        for name in ("slurm_common_journal", "slurm_common_journal_outcome"):
+            assert not digest.match(name), (pattern, name)
+        assert digest.match("slurm_common_users") and digest.match("monitoring_enabled")
+
+
+def test_an_entry_is_journalds_native_datagram():
+    data = journal_module._datagram({"MESSAGE": "two\nlines", "SLURM_APP_EVENT": "start"})
+    assert data == (
+        b"MESSAGE\n" + struct.pack("<Q", 9) + b"two\nlines\n" + b"SLURM_APP_EVENT=start\n"
+    )
+
+
+def test_the_module_sends_one_entry_and_changes_nothing(tmp_path, monkeypatch):
+    """Against a socket of the test's own in journald's place."""
+    path = tmp_path / "journal.socket"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    server.bind(str(path))
+    args = tmp_path / "args.json"
+    fields = {"SLURM_APP_OPERATION_ID": "op-1", "SLURM_APP_CORRELATION_ID": "corr-1"}
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"message": "m", "fields": fields}}))
+    source = MODULE.read_text().replace(
+        'SOCKET = "/run/systemd/journal/socket"', f'SOCKET = "{path}"'
+    )
+    module = tmp_path / "slurm_journal.py"
+    module.write_text(source)
+    done = subprocess.run([sys.executable, str(module), str(args)], capture_output=True, text=True)
+    answer = json.loads(done.stdout)
+    assert answer["changed"] is False and answer["written"] is True, done
+    received = server.recv(65536).decode().splitlines()
+    assert received == [
+        "MESSAGE=m", "PRIORITY=6", "SYSLOG_IDENTIFIER=slurm-app",
+        "SLURM_APP_OPERATION_ID=op-1", "SLURM_APP_CORRELATION_ID=corr-1",
+    ]  # fmt: skip
+    server.close()
+    # no journald: a warning, never a failure
+    path.unlink()
+    done = subprocess.run([sys.executable, str(module), str(args)], capture_output=True, text=True)
+    answer = json.loads(done.stdout)
+    assert answer["written"] is False and not answer.get("failed") and answer["warnings"]
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"message": "m", "fields": {"bad=": "x"}}}))
+    done = subprocess.run([sys.executable, str(module), str(args)], capture_output=True, text=True)
+    assert json.loads(done.stdout)["failed"] is True
+
+
+def test_a_run_that_stops_early_gets_its_end_from_the_driver(tmp_path):
+    """The playbook reaches the control node, then fails before its journal play: the driver
+    runs the journal playbook alone there, with the run's outcome."""
+    marker = tmp_path / "journal-end"
+    bundle = _bundle(
+        tmp_path,
+        {
+            "deploy.yml": "- hosts: localhost\n"
+            "  gather_facts: false\n"
+            "  tasks:\n"
+            "    - name: Reached\n"
+            "      ansible.builtin.set_stats:\n"
+            "        data: {slurm_app_reached: {localhost: true}}\n"
+            "    - name: Fail\n"
+            "      ansible.builtin.fail: {msg: stopped}\n"
+            "- name: Journal\n"
+            "  ansible.builtin.import_playbook: journal.yml\n",
+            "journal.yml": "- hosts: localhost\n"
+            "  gather_facts: false\n"
+            "  tasks:\n"
+            "    - name: Mark\n"
+            "      ansible.builtin.copy:\n"
+            '        content: \'{{ slurm_common_journal_outcome | default("completed") }} '
+            '{{ slurm_app_journal_hosts | default("") }} {{ slurm_common_journal.operation }}\'\n'
+            f"        dest: {marker}\n"
+            "        mode: '0600'\n",
+        },
+    )
+    path = _request(tmp_path)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "slurm-app-driver"), "run", str(path)],
+        capture_output=True,
+        text=True,
+        env={
+            "SLURM_APP_STATE_DIR": str(tmp_path / "state"),
+            "SLURM_APP_BUNDLE": str(bundle),
+            "SLURM_APP_CREDENTIALS_ROOT": str(tmp_path),
+            "PATH": "/usr/bin:/bin",
+        },
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert marker.read_text() == "failed all deploy"
