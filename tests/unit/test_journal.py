@@ -123,31 +123,39 @@ def test_the_module_sends_one_entry_and_changes_nothing(tmp_path, monkeypatch):
 
 
 def test_a_run_that_stops_early_gets_its_end_from_the_driver(tmp_path):
-    """The playbook reaches the control node, then fails before its journal play: the driver
-    runs the journal playbook alone there, with the run's outcome."""
-    marker = tmp_path / "journal-end"
+    """The playbook reaches every host (here each runs on the control node), then one fails
+    before the journal play: the driver runs the journal playbook alone on the hosts it
+    reached, with the run's outcome and identity."""
+    marks = tmp_path / "journal-ends"
+    marks.mkdir()
     bundle = _bundle(
         tmp_path,
         {
-            "deploy.yml": "- hosts: localhost\n"
+            "deploy.yml": "- hosts: all\n"
+            "  connection: local\n"
             "  gather_facts: false\n"
             "  tasks:\n"
             "    - name: Reached\n"
             "      ansible.builtin.set_stats:\n"
-            "        data: {slurm_app_reached: {localhost: true}}\n"
-            "    - name: Fail\n"
+            "        data: {slurm_app_reached: '{{ {inventory_hostname: true} }}'}\n"
+            "    - name: Fail on the controller\n"
             "      ansible.builtin.fail: {msg: stopped}\n"
+            "      when: inventory_hostname in groups['slurm_controller']\n"
             "- name: Journal\n"
             "  ansible.builtin.import_playbook: journal.yml\n",
-            "journal.yml": "- hosts: localhost\n"
+            "journal.yml": "- hosts: '{{ slurm_app_journal_hosts | default(\"all\") }}'\n"
+            "  connection: local\n"
             "  gather_facts: false\n"
             "  tasks:\n"
             "    - name: Mark\n"
             "      ansible.builtin.copy:\n"
             '        content: \'{{ slurm_common_journal_outcome | default("completed") }} '
-            '{{ slurm_app_journal_hosts | default("") }} {{ slurm_common_journal.operation }}\'\n'
-            f"        dest: {marker}\n"
-            "        mode: '0600'\n",
+            "{{ slurm_common_journal.operation }}'\n"
+            f"        dest: '{marks}/{{{{ inventory_hostname }}}}'\n"
+            "        mode: '0600'\n"
+            "    - name: Journaled\n"
+            "      ansible.builtin.set_stats:\n"
+            "        data: {slurm_app_journaled: '{{ {inventory_hostname: true} }}'}\n",
         },
     )
     path = _request(tmp_path)
@@ -164,4 +172,15 @@ def test_a_run_that_stops_early_gets_its_end_from_the_driver(tmp_path):
         timeout=300,
     )
     assert done.returncode == 1, done.stdout[-2000:]
-    assert marker.read_text() == "failed all deploy"
+    request = json.loads(path.read_text())
+    hosts = {a["hostname"] for a in request["allocations"]}
+    controller = next(
+        a["hostname"]
+        for a in request["allocations"]
+        if a["id"] == request["instance"]["placement_intent"]["controller_allocation_id"]
+    )
+    ended = {mark.name: mark.read_text() for mark in marks.iterdir()}
+    # the workers got to the journal play; the controller's end is the driver's
+    assert ended == {
+        host: ("failed deploy" if host == controller else "completed deploy") for host in hosts
+    }
