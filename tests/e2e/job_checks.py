@@ -44,11 +44,17 @@ def _tail_bytes(lab_name: str, host: str, path: str, size: int) -> bytes:
 
 
 def check_job_detail_output_and_usage(
-    lab_name: str, env: dict[str, str], other: str, cpu_node: str, gpu_node: str, shared: bool
+    lab_name: str,
+    env: dict[str, str],
+    other: str,
+    cpu_node: str,
+    gpu_node: str,
+    shared: bool,
+    gpu_type: str | None = None,
 ) -> dict:
     """`other`: a second cluster user, not an admin; the CPU job runs on `cpu_node`, the GPU
-    job on `gpu_node` (which has a GPU); `shared`: the homes are on the platform's storage.
-    Returns what the closing note shows."""
+    job on `gpu_node` (which has a GPU, of `gpu_type` where typed); `shared`: the homes are on
+    the platform's storage. Returns what the closing note shows."""
     ctl = f"{lab_name}-ctl"
     user = lab_spec.LAB_USER["name"]
     name = shlex.quote(HOSTILE_NAME)
@@ -79,6 +85,8 @@ def check_job_detail_output_and_usage(
         )  # fmt: skip
         assert (part["nodes"], part["user"], part["account"]) == (nodes, recorded_user, account)
         assert part["gpus"] == (1 if job_id == gpu else 0), (part, tres)
+        if job_id == gpu and gpu_type:  # accounting tracks each GPU type the nodes recorded
+            assert part["gpus_by_type"] == {gpu_type: 1}, (part, tres)
         shown[owner] = {"job": part}
 
         batch_host = part["batch_host"]
@@ -136,12 +144,18 @@ def _check_usage(lab_name: str, env: dict[str, str], ctl: str, user: str, other:
         "-o Account,User,AllocTRES,ElapsedRaw",
     )
     expected: dict[tuple[str, str], list[int]] = {}
+    typed: dict[tuple[str, str], dict[str, int]] = {}
     for row in rows.strip().splitlines():
         account, name, tres, elapsed = row.split(";")
         counts = dict(item.split("=", 1) for item in tres.split(",") if "=" in item)
         figures = expected.setdefault((account, name), [0, 0])
         figures[0] += int(counts.get("cpu", 0)) * int(elapsed)
         figures[1] += int(counts.get("gres/gpu", 0)) * int(elapsed)
+        for key, count in counts.items():
+            if key.startswith("gres/gpu:"):
+                by_type = typed.setdefault((account, name), {})
+                kind = key.split(":", 1)[1]
+                by_type[kind] = by_type.get(kind, 0) + int(count) * int(elapsed)
     answered = {
         (a["account"], u["user"]): [u["cpu_seconds"], u["gpu_seconds"]]
         for a in usage["output"]["accounts"]
@@ -149,6 +163,16 @@ def _check_usage(lab_name: str, env: dict[str, str], ctl: str, user: str, other:
     }
     expected = {key: value for key, value in expected.items() if value != [0, 0]}
     assert answered == expected, (answered, expected)
+    hours_by_type = {
+        (a["account"], u["user"]): u["gpu_hours_by_type"]
+        for a in usage["output"]["accounts"]
+        for u in a["users"]
+        if u["gpu_hours_by_type"]
+    }
+    assert hours_by_type == {
+        key: {kind: round(seconds / 3600, 4) for kind, seconds in by_type.items()}
+        for key, by_type in typed.items()
+    }
     days = usage["output"]["days"]
     assert sum(d["cpu_seconds"] for d in days) == sum(v[0] for v in expected.values())
     assert sum(d["gpu_seconds"] for d in days) == sum(v[1] for v in expected.values()) > 0

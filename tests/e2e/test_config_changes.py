@@ -184,7 +184,9 @@ def test_a_jobs_detail_output_and_usage_on_24_11(cluster):
     (an h100) of newbie's on the one node."""
     _, env = cluster
     ctl = f"{SPEC.name}-ctl"
-    shown = check_job_detail_output_and_usage(SPEC.name, env, "newbie", ctl, ctl, shared=False)
+    shown = check_job_detail_output_and_usage(
+        SPEC.name, env, "newbie", ctl, ctl, shared=False, gpu_type="h100"
+    )
     print_for_the_note(shown)
 
 
