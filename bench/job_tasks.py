@@ -15,13 +15,13 @@ config`, the Slurm queries, the read as the user), the median of `--repeat` runs
 import argparse
 import json
 import random
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from bench import markdown
+from bench.tasks import answer_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 DAY = 86400
@@ -51,10 +51,6 @@ def usage_answer(allocations: int, days: int, end: int, now: int) -> str:
 
 def measure_usage_once(folder: Path, days: int) -> None:
     """In a fresh process: the usage task's answer over the recorded answer; prints JSON."""
-    sys.path.insert(0, str(ROOT / "roles" / "slurm_common" / "files"))
-    import slurm_app_task
-    import slurm_task_core
-
     answer = (folder / "sacct").read_text()
 
     def slurm(
@@ -64,26 +60,13 @@ def measure_usage_once(folder: Path, days: int) -> None:
             return "SLURM_VERSION = 24.11.5\nAccountingStorageType = accounting_storage/slurmdbd\n"
         return answer
 
-    slurm_task_core.slurm = slurm
-    import yaml
-
-    manifest = ROOT / "manifests" / "slurm-reference" / "manifest.yaml"
-    tasks = {t["name"]: t for t in yaml.safe_load(manifest.read_text())["versions"][-1]["tasks"]}
-    config = {"storage_mount": "", "users": [], "audit_log": str(folder / "audit.log"),
-              "max_script_bytes": 1048576}  # fmt: skip
     last = time.gmtime(time.time() - DAY)
     first = time.gmtime(time.time() - days * DAY)
     given = {"from": time.strftime("%Y-%m-%d", first), "to": time.strftime("%Y-%m-%d", last)}
-    raw = json.dumps({"task": "usage", "input": given})
-    started = time.perf_counter()
-    result = slurm_app_task.answer_for(raw, config, tasks)
-    text = json.dumps(result)
-    elapsed = time.perf_counter() - started
-    assert result["status"] == "ok", result
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"seconds": elapsed, "peak_mib": peak / 1024, "answer_kib": len(text) / 1024,
-                      "allocations": result["output"]["allocations"],
-                      "accounts": len(result["output"]["accounts"])}))  # fmt: skip
+    measured = answer_in_process("usage", given, folder, slurm)
+    output = measured.pop("answer")["output"]
+    print(json.dumps({**measured, "allocations": output["allocations"],
+                      "accounts": len(output["accounts"])}))  # fmt: skip
 
 
 def usage_table(allocations: int, days: int, repeat: int) -> None:

@@ -19,7 +19,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench import markdown
 from bench import slurm_exporter as exporter_bench
@@ -28,8 +30,11 @@ ROOT = exporter_bench.ROOT
 ASKED = (("queue", {}), ("queue", {"user": "user0007"}), ("nodes", {}))
 
 
-def measure_once(version: str, folder: Path, name: str, given: dict) -> None:
-    """In a fresh process: one answer from the answers in `folder`; prints JSON."""
+def answer_in_process(
+    name: str, given: dict, folder: Path, slurm: Callable[..., str]
+) -> dict[str, Any]:
+    """The task command's answer to `name` with `given`, in this process, Slurm answered by
+    `slurm`: {seconds, import_s, peak_mib, baseline_mib, answer_kib, answer}."""
     for path in ("roles/slurm_common/filter_plugins", "roles/slurm_common/files"):
         sys.path.insert(0, str(ROOT / path))
     imported = time.perf_counter()
@@ -37,19 +42,6 @@ def measure_once(version: str, folder: Path, name: str, given: dict) -> None:
     import slurm_task_core
 
     import_s = time.perf_counter() - imported
-
-    command = (folder / "command").read_text()
-    slurm_version = (exporter_bench.FIXTURES / version / "VERSION").read_text().strip()
-    replies = {
-        command: (folder / "nodes").read_text(),
-        "squeue": (folder / "jobs").read_text(),
-        "scontrol show config": f"SLURM_VERSION = {slurm_version}\n"
-        "AccountingStorageType = accounting_storage/slurmdbd\n",
-    }
-
-    def slurm(argv: list[str], user: str | None = None, stdin: str | None = None) -> str:
-        return replies[argv[0]] if argv[0] == "squeue" else replies[" ".join(argv)]
-
     slurm_task_core.slurm = slurm
     config = {
         "storage_mount": "",
@@ -69,8 +61,28 @@ def measure_once(version: str, folder: Path, name: str, given: dict) -> None:
     elapsed = time.perf_counter() - started
     assert answer["status"] == "ok", answer
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"seconds": elapsed, "import_s": import_s, "peak_mib": peak / 1024,
-                      "baseline_mib": before / 1024, "answer_kib": len(text) / 1024}))  # fmt: skip
+    return {"seconds": elapsed, "import_s": import_s, "peak_mib": peak / 1024,
+            "baseline_mib": before / 1024, "answer_kib": len(text) / 1024,
+            "answer": answer}  # fmt: skip
+
+
+def measure_once(version: str, folder: Path, name: str, given: dict) -> None:
+    """In a fresh process: one answer from the answers in `folder`; prints JSON."""
+    command = (folder / "command").read_text()
+    slurm_version = (exporter_bench.FIXTURES / version / "VERSION").read_text().strip()
+    replies = {
+        command: (folder / "nodes").read_text(),
+        "squeue": (folder / "jobs").read_text(),
+        "scontrol show config": f"SLURM_VERSION = {slurm_version}\n"
+        "AccountingStorageType = accounting_storage/slurmdbd\n",
+    }
+
+    def slurm(argv: list[str], user: str | None = None, stdin: str | None = None) -> str:
+        return replies[argv[0]] if argv[0] == "squeue" else replies[" ".join(argv)]
+
+    measured = answer_in_process(name, given, folder, slurm)
+    del measured["answer"]
+    print(json.dumps(measured))
 
 
 def on_host(nodes: int, jobs: int, repeat: int) -> None:
