@@ -170,9 +170,10 @@ def _check_usage(lab_name: str, env: dict[str, str], ctl: str, user: str, other:
         if u["gpu_hours_by_type"]
     }
     assert hours_by_type == {
-        key: {kind: round(seconds / 3600, 4) for kind, seconds in by_type.items()}
+        key: {kind: round(seconds / 3600, 4) for kind, seconds in by_type.items() if seconds}
         for key, by_type in typed.items()
-    }
+        if any(by_type.values())
+    }, (hours_by_type, typed)
     days = usage["output"]["days"]
     assert sum(d["cpu_seconds"] for d in days) == sum(v[0] for v in expected.values())
     assert sum(d["gpu_seconds"] for d in days) == sum(v[1] for v in expected.values()) > 0

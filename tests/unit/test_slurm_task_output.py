@@ -107,6 +107,11 @@ def test_output_on_another_nodes_disk_is_not_read_here_but_on_the_platforms_stor
     raw = json.dumps({"task": "job_output", "user": "labuser", "input": {"job_id": gpu}})
     answer = slurm_app_task.answer_for(raw, shared, schemas)
     assert answer["status"] == "ok" and answer["output"]["read_on"] == "cap-w09"
+    # a path that only looks as if it were on the mount is on the batch host's disk
+    shared["storage_mount"] = "/workspace"
+    node.squeue = node.squeue.replace("/home/labuser", "/workspace/../home/labuser")
+    dotted = slurm_app_task.answer_for(raw, shared, schemas)
+    assert dotted["error"]["code"] == "not_found" and "own disk" in dotted["error"]["message"]
 
 
 @pytest.mark.parametrize("jobs_host", [("24.11", True)], indirect=True)

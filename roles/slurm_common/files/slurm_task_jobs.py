@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -119,6 +120,8 @@ def task_job_output(config: dict[str, Any], request: dict[str, Any]) -> dict[str
         raise TaskError("not_found", f"job_id: no job {job_id} in slurmctld or accounting")
     part = job_part(parts, given)
     owner = part["user"]
+    if owner is None:
+        raise TaskError("not_found", f"job_id: Slurm names no user for job {part['job_id']}")
     if owner != user["name"] and not user.get("admin"):
         raise TaskError("forbidden", f"job_id: job {job_id} is another user's")
     if part["start_time"] is None:
@@ -132,7 +135,8 @@ def task_job_output(config: dict[str, Any], request: dict[str, Any]) -> dict[str
             "job, or a Slurm before 23.02 whose accounting keeps none, once slurmctld forgot it)",
         )
     mount = config.get("storage_mount") or ""
-    shared = bool(mount) and path.startswith(mount.rstrip("/") + "/")
+    # a job may name its output `/workspace/../home/x`: where it lands is the normalised path
+    shared = bool(mount) and os.path.normpath(path).startswith(mount.rstrip("/") + "/")
     here = this_node()
     if not shared and here != batch_host:
         raise TaskError(
