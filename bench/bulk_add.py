@@ -25,7 +25,6 @@ The lab is named `bulk`; it is removed at the end unless --keep.
 import argparse
 import json
 import resource
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +32,6 @@ import yaml
 
 from bench import markdown
 from bench.member_operations import (
-    DRIVER,
-    PLATFORM_ENV,
     ROOT,
     driver,
     on_host,
@@ -42,6 +39,7 @@ from bench.member_operations import (
     slowest_tasks,
     worker_packages,
 )
+from driver.lab import lab as lab_hosts
 from driver.lab.spec import lab_dir
 
 LAB = "bulk"
@@ -157,12 +155,7 @@ def main() -> None:
         rows.append(join([f"{LAB}-w{index:02d}" for index in range(3, 3 + args.k)], baked))
     finally:
         if not args.keep:
-            subprocess.run(
-                [str(DRIVER), "lab", "down", "--name", LAB],
-                env=PLATFORM_ENV,
-                capture_output=True,
-                check=False,
-            )
+            lab_hosts.down(LAB)
     one, bulk = rows[0]["duration_s"], rows[-1]["duration_s"]
     print(table(rows, one))
     print(

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from bench import markdown
 from bench.tasks import answer_in_process
@@ -107,9 +108,19 @@ print(json.dumps(seconds))
 """
 
 
-def on_lab(lab: str, job: int, user: str, host: str, repeat: int) -> None:
+def time_on_host(lab: str, host: str, task: dict[str, Any], repeat: int) -> list[float]:
+    """The installed task command run `repeat` times on the lab host itself (no SSH, no
+    driver): each run's seconds, sorted."""
     from driver.lab import lab as lab_hosts
 
+    ran = lab_hosts.host_container(lab, host).exec_run(
+        ["python3", "-c", _ON_HOST, json.dumps(task), str(repeat)], workdir="/"
+    )
+    assert ran.exit_code == 0, ran.output.decode()
+    return sorted(json.loads(ran.output.decode().strip().splitlines()[-1]))
+
+
+def on_lab(lab: str, job: int, user: str, host: str, repeat: int) -> None:
     today = time.strftime("%Y-%m-%d", time.gmtime())
     month = time.strftime("%Y-%m-%d", time.gmtime(time.time() - 29 * DAY))
     asked = (
@@ -121,12 +132,7 @@ def on_lab(lab: str, job: int, user: str, host: str, repeat: int) -> None:
     print(markdown.header(["task on the host itself", "host", "median s", "max s"],
                           text={"task on the host itself", "host"}))  # fmt: skip
     for where, task in asked:
-        container = lab_hosts.host_container(lab, where)
-        ran = container.exec_run(
-            ["python3", "-c", _ON_HOST, json.dumps(task), str(repeat)], workdir="/"
-        )
-        assert ran.exit_code == 0, ran.output.decode()
-        seconds = sorted(json.loads(ran.output.decode().strip().splitlines()[-1]))
+        seconds = time_on_host(lab, where, task, repeat)
         label = task["task"] + "".join(
             f" {k}={v}" for k, v in task["input"].items() if k not in ("job_id",)
         )

@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from bench import markdown
+from driver.lab import lab as lab_hosts
 from driver.lab.distros import distro
 from driver.lab.lab import controller_container, host_container
 from driver.lab.spec import key_dir, lab_dir
@@ -330,12 +331,7 @@ def main() -> None:
     finally:
         if not args.keep:
             for lab in ("bench", "benchone"):
-                subprocess.run(
-                    [str(DRIVER), "lab", "down", "--name", lab],
-                    env=PLATFORM_ENV,
-                    capture_output=True,
-                    check=False,
-                )
+                lab_hosts.down(lab)
     print(table(rows))
     one = next(r for r in rows if r["step"].startswith("add_worker with 1 existing"))
     six = next(r for r in rows if r["step"].startswith("add_worker with 6 existing"))

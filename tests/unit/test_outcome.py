@@ -534,7 +534,7 @@ def test_everything_running_is_healthy_and_a_drain_asked_for_is_no_problem():
                 "reason": None,
             },
             "degraded",
-            "node gpu-01 is idle",
+            "node gpu-01 is idle, not responding",
         ),
         (
             ("slurm_app_controller", "disks", 1, "percent"),
@@ -574,6 +574,23 @@ def test_what_degrades_or_fails_the_instance_is_named(path, value, classificatio
     health = health_of(_request(), report)
     assert health["classification"] == classification
     assert any(p.startswith(problem) for p in health["problems"]), health["problems"]
+
+
+def test_a_thousand_nodes_that_do_not_answer_read_as_twenty_and_a_count():
+    """Hostless CLOUD nodes after a reconfigure (bench/cloud_nodes.py): slurmctld pings them,
+    each stays `idle` and not responding. The problems name the first twenty and count the
+    rest; `nodes` keeps every one."""
+    nodes = [
+        {"name": f"cloud{index:04d}", "base_state": "idle", "state": "idle",
+         "flags": ["cloud", "not_responding"], "reason": None}
+        for index in range(1, 1001)
+    ]  # fmt: skip
+    health = health_of(_request(), _with(("slurm_app_controller", "nodes"), nodes))
+    assert health["classification"] == "degraded"
+    assert health["problems"] == [
+        *(f"node cloud{index:04d} is idle, not responding" for index in range(1, 21)),
+        "and 980 more nodes that cannot run jobs",
+    ]
 
 
 def test_firing_alerts_degrade_the_instance_and_informational_ones_do_not():

@@ -8,6 +8,7 @@ from driver.models.request import MemberStatus, OperationRequest
 # Node states that mean a node cannot run jobs although nobody asked for it (a drain is asked).
 UNHEALTHY_NODE_STATES = {"down", "fail", "failing", "unknown", "future"}
 UNHEALTHY_NODE_FLAGS = {"not_responding", "fail", "invalid_reg"}
+NODE_PROBLEMS_LISTED = 20
 # A watched filesystem (the queue's state, the accounting database, Prometheus's data) this full
 # or more degrades the cluster: time to grow it before a daemon stops on a full disk.
 DISK_FULL_PERCENT = 85
@@ -46,11 +47,7 @@ def health_of(
             continue
         problems += _not_running(host, report.get("services"))
     problems += _monitoring_problems(reported)
-    for node in controller.get("nodes") or []:
-        flags = set(node.get("flags") or [])
-        if node.get("base_state") in UNHEALTHY_NODE_STATES or flags & UNHEALTHY_NODE_FLAGS:
-            reason = f" ({node['reason']})" if node.get("reason") else ""
-            problems.append(f"node {node.get('name')} is {node.get('state')}{reason}")
+    problems += _node_problems(controller.get("nodes") or [])
     disks = _disks(reported)
     problems += [
         f"{disk['host']}: {disk['path']} is on a filesystem {disk['percent']} % full "
@@ -72,6 +69,24 @@ def health_of(
         "disks": disks,
         "backup": backup,
     }
+
+
+def _node_problems(nodes: list[dict[str, Any]]) -> list[str]:
+    """Each node that cannot run jobs, with what its state flags say (a node that does not
+    answer may still be `idle` to slurmctld); past NODE_PROBLEMS_LISTED, one line counts the
+    rest, so that a large cluster's outage stays readable (`nodes` has every node)."""
+    found = []
+    for node in nodes:
+        flags = set(node.get("flags") or [])
+        if node.get("base_state") in UNHEALTHY_NODE_STATES or flags & UNHEALTHY_NODE_FLAGS:
+            why = ", ".join(flag.replace("_", " ") for flag in sorted(flags & UNHEALTHY_NODE_FLAGS))
+            reason = f" ({node['reason']})" if node.get("reason") else ""
+            found.append(f"node {node.get('name')} is {node.get('state')}"
+                         f"{', ' + why if why else ''}{reason}")  # fmt: skip
+    if len(found) > NODE_PROBLEMS_LISTED:
+        more = len(found) - NODE_PROBLEMS_LISTED
+        return [*found[:NODE_PROBLEMS_LISTED], f"and {more} more nodes that cannot run jobs"]
+    return found
 
 
 def _backup_problems(backup: dict[str, Any] | None) -> list[str]:
