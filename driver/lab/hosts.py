@@ -14,7 +14,8 @@ from driver.lab.errors import LabError
 LABEL = "io.slurm-app.lab"
 # DESIGN §7: what a systemd container needs here (--privileged is not available).
 SYSTEMD_RUN_OPTIONS: dict[str, Any] = {
-    "cap_add": ["SYS_ADMIN"],
+    # SYS_NICE: slurmstepd sets a job's CPU affinity (task/affinity, the production profile)
+    "cap_add": ["SYS_ADMIN", "SYS_NICE"],
     "security_opt": ["seccomp=unconfined", "apparmor=unconfined"],
     "tmpfs": {"/run": "", "/run/lock": ""},
     "volumes": {"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "ro"}},
