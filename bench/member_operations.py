@@ -114,9 +114,9 @@ def slowest_tasks(events_file: Path, count: int = 6) -> tuple[int, list[tuple[st
     return tasks, sorted(spent.items(), key=lambda item: -item[1])[:count]
 
 
-def operation(lab: str, name: str, target: str | None = None) -> dict[str, Any]:
+def operation(lab: str, name: str, *targets: str) -> dict[str, Any]:
     argv = ["lab", "op", name, "--name", lab, "--format", "json"]
-    wall = driver(*argv, *(["--target", target] if target else []))
+    wall = driver(*argv, *(word for target in targets for word in ("--target", target)))
     result = result_of(lab, name)
     tasks, slowest = slowest_tasks(lab_dir(lab) / f"{name}-events.jsonl")
     return {

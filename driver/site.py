@@ -44,8 +44,17 @@ class Backups(StrictModel):
     directory: AbsolutePath | None = None
 
 
+class Runs(StrictModel):
+    """How the driver's playbooks run. `forks`: the hosts Ansible works on at once in a task
+    (ansible.cfg's 20 for operators); a run over more hosts does each task in waves of this
+    many (bench/README.md: the 24-worker lab)."""
+
+    forks: int = Field(default=50, ge=1, le=1000)
+
+
 class Site(StrictModel):
     backups: Backups = Backups()
+    runs: Runs = Runs()
     grafana: PackageSource = PackageSource()
     dcgm_exporter: PackageSource = PackageSource()
     # artifact: a .tar.gz of a flat APT repository (folder ood-repository) with ondemand and

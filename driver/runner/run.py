@@ -25,6 +25,7 @@ from driver.runner.guard import end_tree
 from driver.runner.locks import tree_lock
 from driver.runner.outcome import adapter_detail, member_statuses, untouched
 from driver.runner.plan import RunPlan
+from driver.site import load_site
 
 
 def ansible_playbook() -> Path | None:
@@ -95,7 +96,7 @@ MITOGEN_ENVIRONMENT = {
 
 
 def playbook_environment(
-    root: Path, private_dir: Path, control_dir: Path, binary: Path
+    root: Path, private_dir: Path, control_dir: Path, binary: Path, forks: int
 ) -> dict[str, str]:
     """Everything ansible-playbook gets: nothing of the driver's own environment, which may
     hold the platform's tokens (ansible-runner would pass it on and write it to disk)."""
@@ -122,6 +123,7 @@ def playbook_environment(
         ),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "ANSIBLE_FORKS": str(forks),
         # what ansible-runner needs to receive the events
         "ANSIBLE_CALLBACK_PLUGINS": get_callback_dir(),
         "ANSIBLE_STDOUT_CALLBACK": "awx_display",
@@ -181,7 +183,9 @@ class Launch:
             str(self.binary),
         ]
         runner.config.env = {
-            **playbook_environment(self.root, self.private_dir, self.control_dir, self.binary),
+            **playbook_environment(
+                self.root, self.private_dir, self.control_dir, self.binary, load_site().runs.forks
+            ),
             "AWX_ISOLATED_DATA_DIR": runner.config.artifact_dir,
         }
         runner.run()
