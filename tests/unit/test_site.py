@@ -136,3 +136,17 @@ def test_a_vendor_repository_without_a_pin_is_refused_before_anything(
     assert f"{pin} (the site settings'" in str(refused.value)
     assert "must be pinned before the repository" in str(refused.value)
     assert "changed=0" in str(refused.value)
+
+
+def test_the_runs_forks_reach_the_playbooks_environment(tmp_path, monkeypatch):
+    """A run over more hosts than Ansible's forks does each task in waves: the site decides
+    how many hosts a task works on at once (default 50, where ansible.cfg says 20)."""
+    from driver.runner.run import playbook_environment
+
+    assert _site(tmp_path, monkeypatch, {}).runs.forks == 50
+    site = _site(tmp_path, monkeypatch, {"runs": {"forks": 120}})
+    environment = playbook_environment(ROOT, tmp_path, tmp_path, Path("/bin/true"), site.runs.forks)
+    assert environment["ANSIBLE_FORKS"] == "120"
+    for wrong in (0, 1001, "many"):
+        with pytest.raises(CatalogError, match="forks"):
+            _site(tmp_path, monkeypatch, {"runs": {"forks": wrong}})
