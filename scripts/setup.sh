@@ -26,6 +26,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
+# Each lab host is a container running systemd, which takes inotify instances from the
+# machine's per-user budget: Debian's 128 runs out near 25 hosts (the 24-worker bench has 34).
+inotify=/proc/sys/fs/inotify/max_user_instances
+if [ -e "$inotify" ] && [ "$(cat "$inotify")" -lt 1024 ]; then
+  echo 1024 | as_root tee "$inotify" >/dev/null || echo "setup: could not raise $inotify" >&2
+fi
+
 "$PYTHON" - <<'PY'
 import sys
 if sys.version_info < (3, 11):

@@ -104,6 +104,14 @@ def start_hosts(
     deadline = time.monotonic() + 120
     for container in hosts:
         while True:
+            container.reload()
+            if container.status != "running":
+                raise LabError(
+                    f"{container.name}: the container stopped at once ({container.status}, exit "
+                    f"{container.attrs['State'].get('ExitCode')}); with many lab hosts, systemd "
+                    "runs out of inotify instances: raise fs.inotify.max_user_instances "
+                    "(scripts/setup.sh sets 1024)"
+                )
             state = container.exec_run(["systemctl", "is-system-running"]).output.decode().strip()
             if state in ("running", "degraded"):
                 break
