@@ -21,9 +21,8 @@ from typing import Any
 
 from bench import markdown
 from bench.bulk_add import control_cpu_s, cpu_ticks
-from bench.member_operations import driver, operation, result_of, slowest_tasks
+from bench.member_operations import driver, figures, operation
 from driver.lab import lab as lab_hosts
-from driver.lab.spec import lab_dir
 
 
 def measured(step: str, run: Any) -> dict[str, Any]:
@@ -42,17 +41,7 @@ def measured(step: str, run: Any) -> dict[str, Any]:
 
 def deployed(lab: str, workers: int, distro: str) -> dict[str, Any]:
     wall = driver("lab", "up", "--name", lab, "--workers", str(workers), "--distro", distro)
-    result = result_of(lab, "deploy")
-    tasks, slowest = slowest_tasks(lab_dir(lab) / "deploy-events.jsonl")
-    return {
-        "operation": "deploy",
-        "wall_s": round(wall, 1),
-        "duration_s": result["duration_s"],
-        "changed": result["changed"],
-        "hosts_touched": len(result["adapter_detail"]["hosts_touched"]),
-        "tasks": tasks,
-        "slowest": slowest,
-    }
+    return figures(lab, "deploy", wall)
 
 
 def joined(lab: str, hosts: list[str]) -> dict[str, Any]:

@@ -117,6 +117,11 @@ def slowest_tasks(events_file: Path, count: int = 6) -> tuple[int, list[tuple[st
 def operation(lab: str, name: str, *targets: str) -> dict[str, Any]:
     argv = ["lab", "op", name, "--name", lab, "--format", "json"]
     wall = driver(*argv, *(word for target in targets for word in ("--target", target)))
+    return figures(lab, name, wall)
+
+
+def figures(lab: str, name: str, wall: float) -> dict[str, Any]:
+    """The figures of the lab's last `name` operation, from its result and event log."""
     result = result_of(lab, name)
     tasks, slowest = slowest_tasks(lab_dir(lab) / f"{name}-events.jsonl")
     return {
@@ -273,17 +278,10 @@ def main() -> None:
     floor_s = 0.0
     try:
         wall = driver("lab", "up", "--name", "bench", "--workers", "3", "--distro", args.distro)
-        deployed = result_of("bench", "deploy")
-        tasks, slowest = slowest_tasks(lab_dir("bench") / "deploy-events.jsonl")
         rows.append(
             {
                 "step": "deploy, 3 workers (wall: lab up with its hosts' start)",
-                "wall_s": round(wall, 1),
-                "duration_s": deployed["duration_s"],
-                "changed": deployed["changed"],
-                "hosts_touched": len(deployed["adapter_detail"]["hosts_touched"]),
-                "tasks": tasks,
-                "slowest": slowest,
+                **figures("bench", "deploy", wall),
             }
         )
         rows.append({"step": "deploy again (no-op)", **operation("bench", "deploy")})
