@@ -20,7 +20,8 @@ add_worker of a fresh host (time, changes, hosts touched).
 
 The jobs are held (`sbatch -H`), so no readiness job waits behind them; slurmctld's
 MaxJobCount is raised in the same fragment (Slurm's default, 10,000, would refuse the
-readiness jobs once the pending jobs fill it).
+readiness jobs once the pending jobs fill it; a later line wins over slurm.conf's own, which a
+platform's cluster sets with the config's `scheduler.max_job_count`).
 
 Usage: python -m bench.cloud_nodes [--distro trixie] [--nodes 1000] [--jobs 10000]
 [--repeat 3] [--rounds 3] [--keep]. The lab is named `cloud`; removed at the end unless --keep.

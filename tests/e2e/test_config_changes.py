@@ -49,6 +49,7 @@ def test_partitions_users_and_accounting_change_on_a_running_cluster(cluster):
     config["users"].append({"name": "newbie", "uid": 2001})
     # how long slurmdbd keeps its records: two given, the others the manifest's defaults
     config["accounting"] = {"enabled": True, "retention": {"jobs": "400days", "usage": "720hours"}}
+    config["scheduler"] = {"max_job_count": 50000}
     path.write_text(json.dumps(request))
     code, result = run_request(path, env)
     assert code == 0, result
@@ -74,6 +75,8 @@ def test_partitions_users_and_accounting_change_on_a_running_cluster(cluster):
         "PartitionName=batch": "MaxTime=1-00:00:00",
         "PartitionName=debug": "MaxTime=00:30:00",
     }
+    shown = _on_controller("scontrol show config")
+    assert re.search(r"^MaxJobCount\s*=\s*50000$", shown, re.MULTILINE), shown
     assert _on_controller("sacctmgr -n -P show cluster format=cluster").split() == ["cfg"]
     associations = _on_controller("sacctmgr -n -P show assoc where cluster=cfg format=user")
     assert {"labuser", "newbie"} <= set(associations.split())

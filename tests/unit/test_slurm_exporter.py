@@ -342,6 +342,7 @@ def test_a_pending_jobs_estimated_start_and_a_job_cancelled_while_pending_are_no
         (["IDLE", "DRAIN", "MAINTENANCE"], "drain"),
         (["IDLE", "NOT_RESPONDING"], "down"),
         (["FUTURE"], "other"),
+        (["IDLE", "CLOUD", "POWERED_DOWN"], "other"),
     ],
 )
 def test_each_node_state_is_counted_by_its_name(state, counted):

@@ -95,6 +95,17 @@ def test_a_draining_node_reads_the_same_from_json_and_text(version):
     assert {**from_text, "version": from_json["version"]} == from_json
 
 
+def test_a_cloud_node_nothing_resumed_reads_powered_down_from_json():
+    """24.11's scontrol --json for a `State=CLOUD` node before any resume (bench/cloud_nodes.py
+    saw it as `idle~` in sinfo): off, so neither idle nor taking jobs."""
+    answer = json.loads(_read("24.11", "scontrol-nodes.json"))
+    answer["nodes"][0]["state"] = ["IDLE", "CLOUD", "POWERED_DOWN"]
+    (node,) = slurm_nodes(json.dumps(answer))
+    assert (node["state"], node["base_state"]) == ("powered_down", "idle")
+    assert node["flags"] == ["cloud", "powered_down"]
+    assert slurm_taking_jobs([node]) == []
+
+
 def test_24_11_sinfo_json_groups_nodes_so_nodes_come_from_scontrol():
     assert slurm_command("nodes", "24.11.5") == ["scontrol", "show", "nodes", "--json"]
     assert slurm_command("nodes", "22.05.8") == ["sinfo", "--json"]
@@ -328,6 +339,7 @@ def test_taking_jobs_leaves_out_drained_and_silent_nodes():
             ("c", "idle", "idle", ["not_responding"]),
             ("d", "mixed", "mixed", []),
             ("e", "down", "down", []),
+            ("f", "powered_down", "idle", ["cloud", "powered_down"]),
         ]
     ]
     assert slurm_taking_jobs(nodes) == ["a", "d"]
@@ -342,6 +354,12 @@ def test_taking_jobs_leaves_out_drained_and_silent_nodes():
         ("drained*", "idle", ["drain", "not_responding"], "drained"),
         ("down*", "down", ["not_responding"], "down"),
         ("mixed+drain", "mixed", ["drain"], "draining"),
+        # power saving, and a CLOUD node nothing resumed: off, not idle
+        ("idle~", "idle", ["powered_down"], "powered_down"),
+        ("allocated#", "allocated", ["powering_up"], "powering_up"),
+        ("idle%", "idle", ["powering_down"], "powering_down"),
+        ("drained~", "idle", ["drain", "powered_down"], "drained"),
+        ("idle@", "idle", ["reboot_requested"], "idle"),
     ],
 )
 def test_sinfo_state_words(word, base, flags, state):

@@ -135,6 +135,10 @@ FLAG_STATES = (
     ("reserved", "resv"),
     ("completing", "comp"),
     ("planned", "plnd"),
+    # off under power saving, or a CLOUD node never resumed: no state of the community
+    # exporter's names it, and its CPUs are not idle ones a job could have now
+    ("powered_down", "other"),
+    ("powering_up", "other"),
 )
 BASE_STATES = {
     "allocated": "alloc",

@@ -10,6 +10,21 @@ from .commands import text_rows
 
 # What sinfo's %T prints for a drained node, by whether it still runs something.
 _DRAIN_WORDS = {"drained": "idle", "draining": "allocated"}
+# sinfo's state suffixes as the flags Slurm's JSON names (sinfo(1), NODE STATE CODES).
+_SUFFIX_FLAGS = {
+    "*": "not_responding",
+    "~": "powered_down",
+    "#": "powering_up",
+    "%": "powering_down",
+    "!": "power_down",
+    "@": "reboot_requested",
+    "^": "reboot_issued",
+    "$": "maintenance",
+    "-": "planned",
+}
+# A node off or on its way (power saving, a CLOUD node never resumed) is not the idle node it
+# is to slurmctld: the state word says so, as sinfo's suffix does.
+_POWER_WORDS = ("powered_down", "powering_up", "powering_down")
 
 
 def slurm_node_hardware(output: str) -> dict[str, Any]:
@@ -87,13 +102,14 @@ def slurm_node_usage(output: str) -> list[dict[str, Any]]:
 
 
 def slurm_taking_jobs(nodes: list[dict[str, Any]], drain_ok: bool = False) -> list[str]:
-    """Names of the nodes slurmctld schedules on now: responding, idle or running jobs. With
-    drain_ok a drained node counts too (it is up; an operator's drain stays)."""
+    """Names of the nodes slurmctld schedules on now: responding, powered up, idle or running
+    jobs. With drain_ok a drained node counts too (it is up; an operator's drain stays)."""
     key = "base_state" if drain_ok else "state"
     return [
         node["name"]
         for node in nodes
-        if node[key] in ("idle", "mixed", "allocated") and "not_responding" not in node["flags"]
+        if node[key] in ("idle", "mixed", "allocated")
+        and not {"not_responding", *_POWER_WORDS} & set(node["flags"])
     ]
 
 
@@ -101,16 +117,20 @@ def _state_word(base: str, flags: list[str]) -> str:
     """The word sinfo's %T prints."""
     if "drain" in flags and base not in ("down",):
         return "draining" if base in ("allocated", "mixed") or "completing" in flags else "drained"
+    power = next((flag for flag in _POWER_WORDS if flag in flags), None)
+    if power is not None and base in ("idle", "allocated", "mixed"):
+        return power
     if "completing" in flags and base == "idle":
         return "completing"
     return base
 
 
 def _text_state(word: str) -> tuple[str, list[str]]:
-    """sinfo's %T word: 'idle', 'drained', 'mixed+drain', 'idle*' (not responding)."""
-    suffixes = word[len(word.rstrip("*~#!%$@^-")) :]
-    extra = ["not_responding"] if "*" in suffixes else []
-    word = word.rstrip("*~#!%$@^-").lower()
+    """sinfo's %T word: 'idle', 'drained', 'mixed+drain', 'idle*' (not responding), 'idle~'
+    (powered down)."""
+    stem = word.rstrip("".join(_SUFFIX_FLAGS))
+    extra = [_SUFFIX_FLAGS[suffix] for suffix in word[len(stem) :]]
+    word = stem.lower()
     if word in _DRAIN_WORDS:
         return _DRAIN_WORDS[word], ["drain", *extra]
     base, *flags = word.split("+")
@@ -127,7 +147,6 @@ def _node_from_json(node: dict[str, Any]) -> dict[str, Any]:
     else:  # 22.05: "idle" plus state_flags ["DRAIN"]
         base = str(state).lower()
         flags = [str(flag).lower() for flag in node.get("state_flags") or []]
-    flags = ["not_responding" if flag == "not_responding" else flag for flag in flags]
     gres = none_if_null(node.get("gres"))
     return {
         "name": node["name"],
