@@ -14,7 +14,8 @@ platform calls it):
   states on the controller (the unchanged re-run and status); the joined node's packages
   installed again and slurmd started, alone, until slurmctld schedules on it (add_worker).
 
-Usage: python -m bench.member_operations [--distro bookworm] [--keep]
+Usage: python -m bench.member_operations [--distro bookworm] [--keep] [--deploy-only]
+--deploy-only: the deploy, its re-run and the deploy's floor alone, with their ratio.
 The labs are named `bench` and `benchone`; they are removed at the end unless --keep.
 """
 
@@ -268,23 +269,55 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def deployed(lab: str, codename: str) -> list[dict[str, Any]]:
+    """A lab of 1 controller + 3 workers deployed, and the unchanged re-run: their rows."""
+    wall = driver("lab", "up", "--name", lab, "--workers", "3", "--distro", codename)
+    return [
+        {
+            "step": "deploy, 3 workers (wall: lab up with its hosts' start)",
+            **figures(lab, "deploy", wall),
+        },
+        {"step": "deploy again (no-op)", **operation(lab, "deploy")},
+    ]
+
+
+def deploy_against_its_floor(codename: str, keep: bool, json_path: str | None) -> None:
+    """The deploy and, in the same run, its floor: the deploy as a multiple of the floor."""
+    try:
+        rows = deployed("bench", codename)
+        rows.insert(
+            1,
+            floor_row(
+                "floor: every member's packages at once, fresh hosts",
+                deploy_floor("bench", codename, 3),
+                4,
+            ),
+        )
+    finally:
+        if not keep:
+            lab_hosts.down("bench")
+    print(table(rows))
+    print(f"\ndeploy / its floor: {rows[0]['duration_s'] / rows[1]['wall_s']:.2f}")
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--distro", default="bookworm")
     parser.add_argument("--keep", action="store_true", help="leave the labs running")
     parser.add_argument("--json", help="also write the measurements here")
+    parser.add_argument(
+        "--deploy-only", action="store_true", help="the deploy, its re-run and its floor alone"
+    )
     args = parser.parse_args()
+    if args.deploy_only:
+        deploy_against_its_floor(args.distro, args.keep, args.json)
+        return
     rows: list[dict[str, Any]] = []
     floor_s = 0.0
     try:
-        wall = driver("lab", "up", "--name", "bench", "--workers", "3", "--distro", args.distro)
-        rows.append(
-            {
-                "step": "deploy, 3 workers (wall: lab up with its hosts' start)",
-                **figures("bench", "deploy", wall),
-            }
-        )
-        rows.append({"step": "deploy again (no-op)", **operation("bench", "deploy")})
+        rows += deployed("bench", args.distro)
         rows.append({"step": "status, 3 workers", **operation("bench", "status")})
         rows.append(
             floor_row("floor: one SSH read per member at once, 3 workers", read_floor("bench"), 4)
