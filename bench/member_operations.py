@@ -75,7 +75,6 @@ def controller_packages(codename: str) -> list[str]:
         *common["__slurm_common_packages"],
         *release,
         *controller["__slurm_controller_packages"],
-        *controller["__slurm_controller_task_packages"],
         *controller["__slurm_controller_accounting_packages"],
         monitoring["__monitoring_node_exporter_package"],
         *monitoring["__monitoring_prometheus_packages"],

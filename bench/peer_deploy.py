@@ -1,0 +1,204 @@
+"""Our deploy against galaxyproject's Slurm role, side by side in one run, as the cluster grows.
+
+For each size (1 controller + N workers), alternately: our deploy through `slurm-app-driver lab
+up` (monitoring on, the lab's default: node_exporter on every member, Prometheus, accounting),
+and galaxyproject's role (`galaxyproject/ansible-slurm`, a checkout given by --galaxy; nothing
+of it is kept in this repository) on fresh hosts of the same image, over the same SSH, from
+the same ansible-playbook. The peer gets what it needs to run jobs in a container (the lab's
+munge key, slurm.conf with proctrack/linuxproc and task/none, each node's address); its
+packages are downloaded untimed first (the image caches only ours). Each peer row is split into
+its playbook and the time until `srun -N <all>` ran on every node, which is where our readiness
+proof ends. Beside them, the floor of node_exporter alone: its package installed on a fresh
+host from the image's cache.
+
+Usage: python -m bench.peer_deploy --galaxy PATH [--distro bookworm] [--sizes 3 6] [--keep]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench import markdown
+from bench.bulk_add import control_cpu_s
+from bench.member_operations import PLATFORM_ENV, driver, figures, on_host
+from driver.lab import lab as lab_hosts
+from driver.lab.spec import LabSpec, key_dir, lab_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS, PEER = "pdours", "pdpeer"
+PEER_PACKAGES = {"controller": ["slurm-wlm", "slurm-client", "slurm-wlm-doc", "munge"],
+                 "worker": ["slurm-wlm", "slurm-client", "slurm-wlm-doc", "munge"]}  # fmt: skip
+
+
+def peer_vars(allocations: list[dict[str, Any]], key: Path) -> dict[str, Any]:
+    """The role's variables for these hosts: its own defaults but what a container needs."""
+    controller = next(a for a in allocations if a["hostname"].endswith("-ctl"))
+    workers = [a for a in allocations if a is not controller]
+    return {
+        "slurm_munge_key": str(key),
+        "slurm_config": {
+            "ClusterName": PEER,
+            "SlurmctldHost": f"{controller['hostname']}({controller['address']})",
+            "ProctrackType": "proctrack/linuxproc",
+            "TaskPlugin": "task/none",
+            "SelectType": "select/cons_tres",
+            "SelectTypeParameters": "CR_Core",
+            "ReturnToService": 2,
+            "MailProg": "/bin/true",
+        },
+        "slurm_nodes": [
+            {"name": w["hostname"], "NodeAddr": w["address"], "CPUs": 2, "State": "UNKNOWN"}
+            for w in workers
+        ],
+        "slurm_partitions": [{"name": "batch", "Default": "YES", "Nodes": "ALL"}],
+    }
+
+
+def peer_deploy(galaxy: Path, codename: str, workers: int) -> dict[str, Any]:
+    """Fresh hosts, the role's playbook timed, then the time until a job ran on every node."""
+    lab_hosts.up(LabSpec(name=PEER, workers=workers, distro=codename))
+    folder = lab_dir(PEER)
+    allocations = json.loads((folder / "allocations.json").read_text())
+    download = "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --download-only "
+    for allocation in allocations:
+        on_host(PEER, allocation["hostname"], download + " ".join(PEER_PACKAGES["worker"]))
+    munge_key = folder / "munge.key"
+    munge_key.write_bytes(os.urandom(1024))
+    inventory = {
+        "all": {
+            "hosts": {
+                a["hostname"]: {
+                    "ansible_host": a["address"],
+                    "ansible_user": "root",
+                    "ansible_ssh_private_key_file": str(key_dir(PEER) / "id_ed25519"),
+                }
+                for a in allocations
+            },
+            "children": {
+                "slurmservers": {"hosts": {f"{PEER}-ctl": None}},
+                "slurmexechosts": {
+                    "hosts": {a["hostname"]: None for a in allocations if "-w" in a["hostname"]}
+                },
+            },
+            "vars": peer_vars(allocations, munge_key),
+        }
+    }
+    (folder / "peer-inventory.yml").write_text(yaml.safe_dump(inventory))
+    (folder / "peer.yml").write_text(
+        yaml.safe_dump([{"name": "Slurm", "hosts": "all", "roles": [{"role": str(galaxy)}]}])
+    )
+    env = {
+        **PLATFORM_ENV,
+        "ANSIBLE_HOST_KEY_CHECKING": "False",
+        "ANSIBLE_FORKS": "50",
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+    }
+    playbook = ROOT / ".venv" / "bin" / "ansible-playbook"
+    started = time.perf_counter()
+    ran = subprocess.run(
+        [str(playbook), "-i", str(folder / "peer-inventory.yml"), str(folder / "peer.yml")],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    playbook_s = time.perf_counter() - started
+    if ran.returncode != 0:
+        raise SystemExit(f"the peer role failed:\n{ran.stdout[-3000:]}")
+    recap = ran.stdout[ran.stdout.rfind("PLAY RECAP") :]
+    changed = sum(int(part.split("=")[1]) for part in recap.split() if part.startswith("changed="))
+    on_host(PEER, f"{PEER}-ctl", f"timeout 180 srun -N {workers} -t 1 hostname")
+    return {
+        "playbook_s": round(playbook_s, 1),
+        "until_a_job_ran_s": round(time.perf_counter() - started, 1),
+        "changed": changed,
+        "tasks": ran.stdout.count("\nTASK ["),
+    }
+
+
+def node_exporter_floor(codename: str) -> float:
+    """node_exporter's package alone on a fresh host, from the image's cache, until it serves."""
+    lab_hosts.up(LabSpec(name=PEER, workers=1, distro=codename))
+    started = time.perf_counter()
+    on_host(
+        PEER,
+        f"{PEER}-w01",
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
+        'prometheus-node-exporter && until python3 -c "import urllib.request as u; '
+        "u.urlopen('http://127.0.0.1:9100/metrics')\" 2>/dev/null; do sleep 0.2; done",
+    )
+    return time.perf_counter() - started
+
+
+COLUMNS = {
+    "size": "cluster",
+    "ours_s": "ours: deploy s (until readiness proven)",
+    "ours_changes": "ours: changes",
+    "ours_tasks": "ours: tasks",
+    "ours_cpu_s": "ours: control CPU s",
+    "peer_playbook_s": "Galaxy: playbook s",
+    "peer_job_s": "Galaxy: until srun ran on every node s",
+    "peer_changes": "Galaxy: changes",
+    "peer_tasks": "Galaxy: tasks",
+    "peer_cpu_s": "Galaxy: control CPU s",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--galaxy", required=True, type=Path, help="galaxyproject/ansible-slurm")
+    parser.add_argument("--distro", default="bookworm")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[3, 6])
+    parser.add_argument("--keep", action="store_true", help="leave the last labs running")
+    parser.add_argument("--json", help="also write the measurements here")
+    args = parser.parse_args()
+    rows = []
+    try:
+        for workers in args.sizes:
+            for lab in (OURS, PEER):
+                lab_hosts.down(lab)
+            before = control_cpu_s()
+            wall = driver("lab", "up", "--name", OURS, "--workers", str(workers),
+                          "--distro", args.distro)  # fmt: skip
+            ours, ours_cpu = figures(OURS, "deploy", wall), control_cpu_s() - before
+            before = control_cpu_s()
+            peer = peer_deploy(args.galaxy.resolve(), args.distro, workers)
+            peer_cpu = control_cpu_s() - before
+            rows.append({
+                "size": f"1+{workers}", "ours_s": ours["duration_s"],
+                "ours_changes": ours["changed"], "ours_tasks": ours["tasks"],
+                "ours_cpu_s": round(ours_cpu, 1),
+                "peer_playbook_s": peer["playbook_s"], "peer_job_s": peer["until_a_job_ran_s"],
+                "peer_changes": peer["changed"], "peer_tasks": peer["tasks"],
+                "peer_cpu_s": round(peer_cpu, 1),
+            })  # fmt: skip
+        for lab in (OURS, PEER):
+            lab_hosts.down(lab)
+        exporter_s = node_exporter_floor(args.distro)
+    finally:
+        if not args.keep:
+            for lab in (OURS, PEER):
+                lab_hosts.down(lab)
+    print(markdown.header(list(COLUMNS.values()), text={"cluster"}))
+    for row in rows:
+        print(markdown.row(*(row[key] for key in COLUMNS)))
+    first, last = rows[0], rows[-1]
+    added = int(last["size"][2:]) - int(first["size"][2:])
+    if added:
+        ours = (last["ours_s"] - first["ours_s"]) / added
+        peer = (last["peer_job_s"] - first["peer_job_s"]) / added
+        print(
+            f"\nper extra worker: ours {ours:.1f} s, Galaxy {peer:.1f} s (until a job ran), "
+            f"node_exporter's install alone {exporter_s:.1f} s; "
+            f"target {peer + exporter_s:.1f} s"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "node_exporter_s": exporter_s}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
