@@ -47,9 +47,12 @@ class Backups(StrictModel):
 class Runs(StrictModel):
     """How the driver's playbooks run. `forks`: the hosts Ansible works on at once in a task
     (ansible.cfg's 20 for operators); a run over more hosts does each task in waves of this
-    many (bench/README.md: the 24-worker lab)."""
+    many (bench/README.md: the 24-worker lab). `mitogen`: Mitogen's strategy for every play
+    that names none (status's keeps Ansible's linear); false runs Ansible's own, for a host
+    Mitogen cannot reach (bench/README.md: Mitogen without its CPU pinning)."""
 
     forks: int = Field(default=50, ge=1, le=1000)
+    mitogen: bool = True
 
 
 class Site(StrictModel):

@@ -25,7 +25,7 @@ from driver.runner.guard import end_tree
 from driver.runner.locks import tree_lock
 from driver.runner.outcome import adapter_detail, member_statuses, untouched
 from driver.runner.plan import RunPlan
-from driver.site import load_site
+from driver.site import Runs, load_site
 
 
 def ansible_playbook() -> Path | None:
@@ -96,10 +96,11 @@ MITOGEN_ENVIRONMENT = {
 
 
 def playbook_environment(
-    root: Path, private_dir: Path, control_dir: Path, binary: Path, forks: int
+    root: Path, private_dir: Path, control_dir: Path, binary: Path, runs: Runs
 ) -> dict[str, str]:
     """Everything ansible-playbook gets: nothing of the driver's own environment, which may
-    hold the platform's tokens (ansible-runner would pass it on and write it to disk)."""
+    hold the platform's tokens (ansible-runner would pass it on and write it to disk). The
+    site's `runs` decide the forks and whether Mitogen runs the plays."""
     return {
         "PATH": f"{binary.parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "HOME": str(private_dir),
@@ -123,11 +124,11 @@ def playbook_environment(
         ),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
-        "ANSIBLE_FORKS": str(forks),
+        "ANSIBLE_FORKS": str(runs.forks),
         # what ansible-runner needs to receive the events
         "ANSIBLE_CALLBACK_PLUGINS": get_callback_dir(),
         "ANSIBLE_STDOUT_CALLBACK": "awx_display",
-        **MITOGEN_ENVIRONMENT,
+        **(MITOGEN_ENVIRONMENT if runs.mitogen else {}),
     }
 
 
@@ -147,6 +148,7 @@ class Launch:
     binary: Path
     inventory_file: Path
     instance_id: str
+    runs: Runs
 
     def run(
         self,
@@ -184,7 +186,7 @@ class Launch:
         ]
         runner.config.env = {
             **playbook_environment(
-                self.root, self.private_dir, self.control_dir, self.binary, load_site().runs.forks
+                self.root, self.private_dir, self.control_dir, self.binary, self.runs
             ),
             "AWX_ISOLATED_DATA_DIR": runner.config.artifact_dir,
         }
@@ -235,7 +237,9 @@ def run_playbook(
         inventory_file = private_dir / "inventory.yml"
         inventory_file.write_text(inventory_yaml(inventory.as_runner_inventory()))
         (private_dir / "known_hosts").write_text(inventory.known_hosts_text())
-        launch = Launch(root, private_dir, control_dir, binary, inventory_file, instance_id)
+        launch = Launch(
+            root, private_dir, control_dir, binary, inventory_file, instance_id, load_site().runs
+        )
         runner = launch.run(
             playbook,
             collector,

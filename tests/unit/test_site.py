@@ -145,8 +145,24 @@ def test_the_runs_forks_reach_the_playbooks_environment(tmp_path, monkeypatch):
 
     assert _site(tmp_path, monkeypatch, {}).runs.forks == 50
     site = _site(tmp_path, monkeypatch, {"runs": {"forks": 120}})
-    environment = playbook_environment(ROOT, tmp_path, tmp_path, Path("/bin/true"), site.runs.forks)
+    environment = playbook_environment(ROOT, tmp_path, tmp_path, Path("/bin/true"), site.runs)
     assert environment["ANSIBLE_FORKS"] == "120"
+    assert environment["ANSIBLE_STRATEGY"] == "mitogen_linear_unpinned"
     for wrong in (0, 1001, "many"):
         with pytest.raises(CatalogError, match="forks"):
             _site(tmp_path, monkeypatch, {"runs": {"forks": wrong}})
+
+
+def test_a_site_can_run_the_plays_on_ansibles_own_strategy(tmp_path, monkeypatch):
+    """Mitogen is a lever, not a requirement: without it the plays run on ansible.cfg's
+    strategy (Ansible's linear) and nothing else of the environment changes."""
+    from driver.runner.run import MITOGEN_ENVIRONMENT, playbook_environment
+
+    mitogen = _site(tmp_path, monkeypatch, {}).runs
+    linear = _site(tmp_path, monkeypatch, {"runs": {"mitogen": False}}).runs
+    with_it = playbook_environment(ROOT, tmp_path, tmp_path, Path("/bin/true"), mitogen)
+    without = playbook_environment(ROOT, tmp_path, tmp_path, Path("/bin/true"), linear)
+    assert not set(MITOGEN_ENVIRONMENT) & set(without)
+    assert with_it == {**without, **MITOGEN_ENVIRONMENT}
+    with pytest.raises(CatalogError, match="mitogen"):
+        _site(tmp_path, monkeypatch, {"runs": {"mitogen": "sometimes"}})
