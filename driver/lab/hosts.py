@@ -106,11 +106,18 @@ def start_hosts(
         while True:
             container.reload()
             if container.status != "running":
+                said = container.logs(tail=5).decode(errors="replace").strip()
+                # systemd's words when the 26th host hit Debian's 128 inotify instances per
+                # user (bench/README.md, "24 real workers")
+                hint = (
+                    "; systemd may have run out of inotify instances: raise "
+                    "fs.inotify.max_user_instances (scripts/setup.sh sets 1024)"
+                    if any(word in said.lower() for word in ("inotify", "too many open files"))
+                    else ""
+                )
                 raise LabError(
                     f"{container.name}: the container stopped at once ({container.status}, exit "
-                    f"{container.attrs['State'].get('ExitCode')}); with many lab hosts, systemd "
-                    "runs out of inotify instances: raise fs.inotify.max_user_instances "
-                    "(scripts/setup.sh sets 1024)"
+                    f"{container.attrs['State'].get('ExitCode')}){hint}; it said:\n{said}"
                 )
             state = container.exec_run(["systemctl", "is-system-running"]).output.decode().strip()
             if state in ("running", "degraded"):
