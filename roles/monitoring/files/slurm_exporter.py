@@ -139,6 +139,7 @@ FLAG_STATES = (
     # exporter's names it, and its CPUs are not idle ones a job could have now
     ("powered_down", "other"),
     ("powering_up", "other"),
+    ("powering_down", "other"),
 )
 BASE_STATES = {
     "allocated": "alloc",
