@@ -27,6 +27,7 @@ from lab_tools import (
     check_typed_tasks,
     deploy_lab,
     host_fingerprint,
+    journal_of,
     lab_operation,
     on_host,
     plant_links_on_the_mount,
@@ -189,6 +190,11 @@ def test_add_remove_and_add_again_on_22_05(cluster):
     steps = check_the_journal_of(SPEC.name, "add_worker", ["old-ctl", "old-w02"])
     assert [(s["host"], s["SLURM_APP_STEP"]) for s in steps] == [("old-ctl", "slurmctld restart")]
     code, status = lab_operation(SPEC.name, env, "status")
+    # status (read-only, no preflight) journals its end only, from its one play
+    for host in ("old-ctl", "old-w01", "old-w02"):
+        _, entries = journal_of(SPEC.name, host, "status")
+        events = [(e["SLURM_APP_EVENT"], e.get("SLURM_APP_OUTCOME")) for e in entries]
+        assert events == [("end", "completed")], (host, entries)
     added = json.loads((lab_spec.lab_dir(SPEC.name) / "add_worker.json").read_text())
     converged_by = status["adapter_detail"]["converged_by"]
     assert converged_by["old-w02"]["operation_id"] == added["operation"]["id"]
