@@ -220,10 +220,12 @@ def test_usage_reads_100k_allocations_in_one_pass_of_the_answer(monkeypatch):
 
 @pytest.mark.parametrize("host", ["22.05", "24.11"], indirect=True)
 def test_the_usage_task_answers_per_account_user_and_day(host, tmp_path, monkeypatch):  # noqa: F811
-    today = (int(time.time()) // DAY) * DAY
+    # yesterday's jobs and period: the task counts today's only up to now, so jobs in today's
+    # first hour would be cut short whenever the test ran in it
+    day = (int(time.time()) // DAY - 1) * DAY
     rows = [
-        (7, "alice", "physics", "cpu=2,gres/gpu:a100=1,gres/gpu=1", today + 60, today + 3660),
-        (8, "bob", "physics", "cpu=1", today + 60, today + 1860),
+        (7, "alice", "physics", "cpu=2,gres/gpu:a100=1,gres/gpu=1", day + 60, day + 3660),
+        (8, "bob", "physics", "cpu=1", day + 60, day + 1860),
     ]
     host.history = usage_answer(rows).replace("|0123456789abcdef01234567|", "{sep}")
     captured = {}
@@ -238,7 +240,7 @@ def test_the_usage_task_answers_per_account_user_and_day(host, tmp_path, monkeyp
     import slurm_task_core
 
     monkeypatch.setattr(slurm_task_core, "slurm", sacct)
-    period = {"from": time.strftime("%Y-%m-%d", time.gmtime(today))}
+    period = {"from": time.strftime("%Y-%m-%d", time.gmtime(day))}
     period["to"] = period["from"]
     whole = check_output("usage", ask(host, tmp_path, "usage", period, None))
     assert captured["options"] == {"epoch_times": True}
