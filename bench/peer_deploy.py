@@ -32,8 +32,8 @@ from driver.lab.spec import LabSpec, key_dir, lab_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 OURS, PEER = "pdours", "pdpeer"
-PEER_PACKAGES = {"controller": ["slurm-wlm", "slurm-client", "slurm-wlm-doc", "munge"],
-                 "worker": ["slurm-wlm", "slurm-client", "slurm-wlm-doc", "munge"]}  # fmt: skip
+# what the role installs on a controller and on an execution host alike (its Debian defaults)
+PEER_PACKAGES = ("slurm-wlm", "slurm-client", "slurm-wlm-doc", "munge")
 
 
 def peer_vars(allocations: list[dict[str, Any]], key: Path) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def peer_deploy(galaxy: Path, codename: str, workers: int) -> dict[str, Any]:
     allocations = json.loads((folder / "allocations.json").read_text())
     download = "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --download-only "
     for allocation in allocations:
-        on_host(PEER, allocation["hostname"], download + " ".join(PEER_PACKAGES["worker"]))
+        on_host(PEER, allocation["hostname"], download + " ".join(PEER_PACKAGES))
     munge_key = folder / "munge.key"
     munge_key.write_bytes(os.urandom(1024))
     inventory = {

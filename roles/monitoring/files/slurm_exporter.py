@@ -40,7 +40,7 @@ from prometheus_client import REGISTRY, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from slurm_readers.commands import slurm_command
 from slurm_readers.jobs import slurm_jobs
-from slurm_readers.nodes import slurm_node_usage, slurm_nodes
+from slurm_readers.nodes import POWER_FLAGS, slurm_node_usage, slurm_nodes
 from slurm_readers.scheduler import FIGURES, slurm_scheduler
 from slurm_readers.versions import slurm_version
 
@@ -137,9 +137,7 @@ FLAG_STATES = (
     ("planned", "plnd"),
     # off under power saving, or a CLOUD node never resumed: no state of the community
     # exporter's names it, and its CPUs are not idle ones a job could have now
-    ("powered_down", "other"),
-    ("powering_up", "other"),
-    ("powering_down", "other"),
+    *((flag, "other") for flag in POWER_FLAGS),
 )
 BASE_STATES = {
     "allocated": "alloc",

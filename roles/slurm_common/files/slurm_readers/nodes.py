@@ -23,8 +23,8 @@ _SUFFIX_FLAGS = {
     "-": "planned",
 }
 # A node off or on its way (power saving, a CLOUD node never resumed) is not the idle node it
-# is to slurmctld: the state word says so, as sinfo's suffix does.
-_POWER_WORDS = ("powered_down", "powering_up", "powering_down")
+# is to slurmctld: the state word says so, as sinfo's suffix does (the exporter reads these too).
+POWER_FLAGS = ("powered_down", "powering_up", "powering_down")
 
 
 def slurm_node_hardware(output: str) -> dict[str, Any]:
@@ -109,7 +109,7 @@ def slurm_taking_jobs(nodes: list[dict[str, Any]], drain_ok: bool = False) -> li
         node["name"]
         for node in nodes
         if node[key] in ("idle", "mixed", "allocated")
-        and not {"not_responding", *_POWER_WORDS} & set(node["flags"])
+        and not {"not_responding", *POWER_FLAGS} & set(node["flags"])
     ]
 
 
@@ -117,7 +117,7 @@ def _state_word(base: str, flags: list[str]) -> str:
     """The word sinfo's %T prints."""
     if "drain" in flags and base not in ("down",):
         return "draining" if base in ("allocated", "mixed") or "completing" in flags else "drained"
-    power = next((flag for flag in _POWER_WORDS if flag in flags), None)
+    power = next((flag for flag in POWER_FLAGS if flag in flags), None)
     if power is not None and base in ("idle", "allocated", "mixed"):
         return power
     if "completing" in flags and base == "idle":
