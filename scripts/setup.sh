@@ -21,6 +21,10 @@ command -v ssh >/dev/null 2>&1 || need_apt+=(openssh-client)
 for package in ruby ruby-ffi ruby-rexml ruby-bcrypt; do
   dpkg -s "$package" >/dev/null 2>&1 || need_apt+=("$package")
 done
+# Headless Chromium and its driver: the portal's session pages drawn and kept as screenshots.
+for package in chromium chromium-driver; do
+  dpkg -s "$package" >/dev/null 2>&1 || need_apt+=("$package")
+done
 if [ ${#need_apt[@]} -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null

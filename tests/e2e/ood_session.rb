@@ -8,9 +8,12 @@
 #    session folder under the user's home);
 # 2. wraps template/script.sh in ood_core's batch_connect template of the app's submit.yml,
 #    with the cluster's settings (set_host), and submits it with the app's sbatch options;
-# 3. waits until the job has written connection.yml (after.sh waits for the server's port),
-#    renders the app's view with the connection's values, and prints what the Connect button
-#    posts. The job keeps running: the caller ends it.
+# 3. waits until the job has written connection.yml (after.sh, or the vnc template's
+#    websockify, waits for the server's port), renders the app's view with the connection's
+#    values where the app has one (the desktop has none: the dashboard draws its noVNC button),
+#    and prints what the Connect button posts. The job keeps running: the caller ends it.
+# A form's bc_queue is the partition, as the dashboard's auto_queues field submits it; the
+# cluster's partitions (the adapter's queues, which that field lists) are printed too.
 require "dotenv"
 require "erb"
 require "fileutils"
@@ -44,9 +47,9 @@ content = cluster.batch_connect_template(batch_connect.merge(work_dir: work_dir)
 started = Time.now
 job = cluster.job_adapter.submit(
   OodCore::Job::Script.new(
-    content: content, workdir: work_dir, job_name: "ood-e2e-jupyter", wall_time: 900,
-    output_path: File.join(work_dir, "output.log"), shell_path: "/bin/bash",
-    native: submit.dig("script", "native")
+    content: content, workdir: work_dir, job_name: "ood-e2e-#{File.basename(app_dir)}",
+    wall_time: 900, output_path: File.join(work_dir, "output.log"), shell_path: "/bin/bash",
+    queue_name: form["bc_queue"], native: submit.dig("script", "native")
   )
 )
 connection_file = File.join(work_dir, "connection.yml")
@@ -60,12 +63,13 @@ until File.size?(connection_file) || Time.now > deadline
   sleep 1
 end
 connection = File.size?(connection_file) ? YAML.safe_load(File.read(connection_file)) : nil
-view = connection && Scope.new(connection.transform_values(&:to_s)).render(
-  File.read(File.join(app_dir, "view.html.erb"))
-)
+view_file = File.join(app_dir, "view.html.erb")
+view = connection && File.exist?(view_file) &&
+  Scope.new(connection.transform_values(&:to_s)).render(File.read(view_file))
 
 puts({
   job: job, states: states, native: submit.dig("script", "native"),
   seconds_to_connection: connection && (Time.now - started).round(1),
+  queues: cluster.job_adapter.queues.map(&:name),
   connection: connection, view: view
 }.to_json)

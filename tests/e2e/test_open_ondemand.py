@@ -8,6 +8,7 @@ out on the portal host where the package puts them (lab_tools.lay_out_open_ondem
 so the role writes Apache's site with update_ood_portal as with the package; only the per-user
 nginx and the Rails dashboard (the PUN) are absent."""
 
+import importlib.util
 import json
 import re
 import shutil
@@ -17,11 +18,19 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from types import ModuleType
+from urllib.parse import urljoin
 
+import chromium
 import pytest
+import requests
+import rfb
+import urllib3
+import yaml
 from conftest import ROOT, VENV, console_script, run_events
 from lab_tools import (
     check_homes_are_their_users_alone,
+    deploy_lab,
     lab_gateway,
     lab_operation,
     lay_out_open_ondemand_upstream,
@@ -29,7 +38,6 @@ from lab_tools import (
     plant_links_on_the_mount,
     platform_env,
     remove_planted_links,
-    run_request,
     teardown_paths,
     upload,
 )
@@ -45,12 +53,34 @@ SPEC = lab_spec.LabSpec(
     distro="trixie",
     placement="same_node",
     storage="platform_mount",
-    interactive_runtimes=("jupyter",),
+    interactive_runtimes=("jupyter", "desktop"),
+    # GPU device files on the node (no GPU behind them): a session's gres, its
+    # CUDA_VISIBLE_DEVICES and the GPU job mapping are Slurm's own
+    gpus=2,
 )
+# a second cluster account, in the portal's project too: another user of the portal; and a
+# partition for visualisation sessions beside the default one
+PEER = "labpeer"
+CLUSTER_CONFIG = {
+    "users": [lab_spec.LAB_USER, {"name": PEER, "uid": 2001, "gid": 2001}],
+    "partitions": [{"name": "batch", "default": True}, {"name": "vis"}],
+}
 CONTROLLER = f"{SPEC.name}-ctl"
 PORTAL = f"{SPEC.name}-portal"
 PROVIDER = ROOT / "molecule" / "open_ondemand" / "oidc_provider.py"
 LOGIN_CHECK = ROOT / "molecule" / "open_ondemand" / "login_check.py"
+
+
+def _module(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# the same login, in this process, for a browser that goes on to a websocket and Chromium
+login_check = _module(LOGIN_CHECK)
 AUDIT_NOTICE = (
     "Actions taken in the HPC Portal are managed by Slurm, not tracked in platform audit logs."
 )
@@ -78,7 +108,10 @@ def _upload_ood_tools(host: str, upstream: Path) -> None:
             "shims": upstream / "shims",
             "ood_core": upstream / "ood_core-v0.31.1",
             "ood_support": upstream / "ood_support-v0.0.5",
-            **{name: HERE / name for name in ("ood_core_jobs.rb", "ood_session.rb")},
+            **{
+                name: HERE / name
+                for name in ("ood_core_jobs.rb", "ood_session.rb", "ood_job_status.rb")
+            },
         },
         E2E_TOOLS,
     )
@@ -88,9 +121,7 @@ def _upload_ood_tools(host: str, upstream: Path) -> None:
 def portal(docker_engine, open_ondemand_upstream, tmp_path_factory):
     state = tmp_path_factory.mktemp("driver-state")
     env = platform_env(state)
-    lab.down(SPEC.name)
-    code, result = run_request(lab.up(SPEC), env)
-    assert code == 0, result
+    deploy_lab(SPEC, env, CLUSTER_CONFIG)
     lab.add_host(SPEC.name, PORTAL)
     lay_out_open_ondemand_upstream(SPEC.name, PORTAL, open_ondemand_upstream)
     _upload_ood_tools(PORTAL, open_ondemand_upstream)
@@ -113,7 +144,7 @@ def portal(docker_engine, open_ondemand_upstream, tmp_path_factory):
         )
     config = {
         "portal_title": "Lab Portal",
-        "interactive_apps": ["jupyter"],
+        "interactive_apps": ["jupyter", "desktop"],
         "oidc": {
             "issuer_url": (provider / "issuer").read_text(),
             "client_id": (provider / "client_id").read_text(),
@@ -367,6 +398,7 @@ def test_a_jupyter_session_runs_on_the_node_and_the_user_reaches_it_through_the_
         "/var/www/ood/apps/sys/jupyter",
         SESSION_DIR,
         "bc_num_slots=1",
+        "gpus=0",
     )
     try:
         connection = session["connection"]
@@ -438,6 +470,133 @@ def test_a_jupyter_session_runs_on_the_node_and_the_user_reaches_it_through_the_
     # mod_ood_proxy's own log hook names the account the login was mapped to
     log = _portal("cat /var/log/apache2/*_error_ssl.log")
     assert f'local_user="{USER}"' in log, log[-2000:]
+
+
+DESKTOP_DIR = f"{HOME}/ondemand/data/sys/dashboard/batch_connect/sys/desktop/output/e2e-desktop"
+# what a teardown leaves on the platform's storage: the folder of the user's portal sessions
+# (issue 51), then the homes (the session user's counting the rest of it)
+KEPT = [
+    f"{HOME}/ondemand/data/sys/dashboard/batch_connect",
+    f"{lab_spec.LAB_MOUNT}/home/{PEER}",
+    HOME,
+]
+NOVNC_CONNECTED = 'document.documentElement.classList.contains("noVNC_connected")'
+
+
+def _signed_in(portal: dict, account: str, page: str) -> requests.Session:
+    """A browser signed in to the portal as `account` through mod_auth_openidc and the
+    provider, that has opened `page` (200). The portal's certificate is self-signed."""
+    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    browser, back = login_check.login(
+        _address(PORTAL), str(portal["provider"] / "ca.crt"), f"sub-{account}", page
+    )
+    assert back.status_code == 302, (back.status_code, back.text[:500])
+    shown = browser.get(
+        urljoin(f"https://{_address(PORTAL)}/", back.headers["Location"]), verify=False, timeout=30
+    )
+    assert shown.status_code == 200, (shown.status_code, shown.text[:500])
+    return browser
+
+
+def _session_cookie(browser: requests.Session) -> str:
+    return f"{login_check.SESSION_COOKIE}={browser.cookies[login_check.SESSION_COOKIE]}"
+
+
+def _connection(session_dir: str) -> dict:
+    return yaml.safe_load(_controller(f"cat {session_dir}/connection.yml"))
+
+
+def test_a_desktop_session_is_drawn_through_the_portal_with_its_gpu(portal):
+    """Issue 51: the desktop app launched as the dashboard launches it (ood_core's vnc
+    template, the vis partition the form's queue field lists, one of the node's GPUs): Xfce on
+    TigerVNC's Xvnc, on loopback, behind websockify; the session's noVNC page and its websocket
+    through the portal's /rnode/ proxy (mod_ood_proxy's Lua, websocket upgrade); VNC's
+    password per session and one-time; another portal user reaches the VNC server but not the
+    desktop; Chromium draws the desktop through noVNC (kept in test-artifacts/); the Jobs tab
+    lists the session with its GPU, and shows it ended once cancelled."""
+    session = _ood_ruby(
+        "ood_session.rb",
+        "/etc/ood/config/clusters.d",
+        "/var/www/ood/apps/sys/desktop",
+        DESKTOP_DIR,
+        "bc_num_slots=1",
+        "gpus=1",
+        "bc_queue=vis",
+    )
+    job = session["job"]
+    try:
+        connection = session["connection"]
+        assert connection is not None, (session, _controller(f"cat {DESKTOP_DIR}/output.log"))
+        print(f"desktop: submit to connection.yml {session['seconds_to_connection']} s")
+        host, websocket_port = connection["host"], connection["websocket"]
+        password, display = str(connection["password"]), int(connection["display"])
+        assert host == _address(CONTROLLER) and len(password) == 8
+        assert connection["port"] == 5900 + display
+        # the form's queue field lists the cluster's partitions; the session runs in vis
+        assert sorted(session["queues"]) == ["batch", "vis"]
+        # the display on loopback only; websockify, its one way in, on the session's port
+        listening = _controller("ss -Hltn").split()
+        assert {a for a in listening if a.endswith(f":{5900 + display}")} <= {
+            f"127.0.0.1:{5900 + display}",
+            f"[::1]:{5900 + display}",
+        }
+        assert any(a.endswith(f":{websocket_port}") for a in listening)
+        # the password reached Xvnc through files, never a command line
+        assert password not in _controller("ps -eo args")
+        # Slurm's own view: the GPU is the session's, its index in CUDA_VISIBLE_DEVICES, and
+        # the GPU job mapping (dcgm-exporter's hpc_job label) names the job
+        desktop_pid = _controller(f"pgrep -u {USER} -n xfce4-session").strip()
+        environment = _controller(f"tr '\\0' '\\n' < /proc/{desktop_pid}/environ")
+        gpu = re.search(r"^CUDA_VISIBLE_DEVICES=(\d+)$", environment, re.M).group(1)
+        assert f"SLURM_JOB_ID={job}" in environment.splitlines()
+        assert _controller(f"cat /run/slurm-app/gpu-jobs/{gpu}").split() == [job]
+        jobs_tab = _ood_ruby("ood_job_status.rb", "/etc/ood/config/clusters.d", job)
+        assert jobs_tab["status"] == "running" and jobs_tab["listed"], jobs_tab
+        assert jobs_tab["queue"] == "vis" and jobs_tab["gpus"] == 1, jobs_tab
+
+        page = f"/rnode/{host}/{websocket_port}/vnc.html"
+        websocket_url = f"wss://{_address(PORTAL)}/rnode/{host}/{websocket_port}/websockify"
+        owner = _signed_in(portal, USER, page)
+        # another user of the portal reaches the session's VNC server (OOD's proxy lets any
+        # signed-in user through), which asks for the password and refuses theirs
+        peer = _signed_in(portal, PEER, page)
+        for guess in ("", "guessed1"):
+            refused = rfb.view(websocket_url, guess, cookie=_session_cookie(peer))
+            assert refused.banner.startswith("RFB 003.") and refused.security_types == [2]
+            assert not refused.authenticated
+        started = time.monotonic()
+        seen = rfb.view(websocket_url, password, cookie=_session_cookie(owner))
+        assert seen.authenticated and (seen.width, seen.height) == (1280, 800), seen
+        # Xfce's panel and desktop, not an empty screen
+        assert seen.colours > 50, seen
+        print(f"desktop: websocket login and first frame {time.monotonic() - started:.1f} s")
+        # OOD's one-time password: after a login the template sets a new one and rewrites
+        # connection.yml, and the used one no longer opens the desktop
+        deadline = time.monotonic() + 20
+        while str(_connection(DESKTOP_DIR)["password"]) == password:
+            assert time.monotonic() < deadline, "the VNC password was not changed after a login"
+            time.sleep(0.5)
+        password = str(_connection(DESKTOP_DIR)["password"])
+        assert not rfb.view(websocket_url, "", cookie=_session_cookie(owner)).authenticated
+        shot, seconds = chromium.screenshot(
+            f"https://{_address(PORTAL)}",
+            {login_check.SESSION_COOKIE: owner.cookies[login_check.SESSION_COOKIE]},
+            f"{page}?autoconnect=true&resize=remote&password={password}"
+            f"&path=rnode/{host}/{websocket_port}/websockify",
+            NOVNC_CONNECTED,
+            "desktop-novnc-trixie.png",
+        )
+        print(f"desktop: noVNC connected in Chromium {seconds:.1f} s, screenshot {shot}")
+        assert shot.stat().st_size > 20_000
+    finally:
+        _controller(f"scancel {job}")
+    # the session card shows it ended
+    deadline = time.monotonic() + 60
+    while (
+        _ood_ruby("ood_job_status.rb", "/etc/ood/config/clusters.d", job)["status"] != "completed"
+    ):
+        assert time.monotonic() < deadline, "the cancelled session is not shown ended"
+        time.sleep(1)
 
 
 def test_status_names_a_stopped_sackd_and_restart_brings_it_back(portal):
@@ -622,7 +781,7 @@ def test_decommission_takes_the_companion_portal_off_and_leaves_the_cluster(port
     assert {"/etc/ood", "/etc/munge"} <= destroyed
     # the home is on the platform's storage: kept, and still the cluster's
     assert not any(path.startswith(("/home", lab_spec.LAB_MOUNT)) for path in destroyed)
-    assert [e["path"] for e in result["adapter_detail"]["kept"][PORTAL]] == [HOME]
+    assert [e["path"] for e in result["adapter_detail"]["kept"][PORTAL]] == KEPT
     assert _portal(f"ls {HOME}").strip() and _controller(f"ls {HOME}").strip()
     left = _portal(
         "dpkg-query -W -f '${Package} ${Status}\\n' apache2 libapache2-mod-auth-openidc munge "
@@ -643,7 +802,7 @@ def test_the_clusters_decommission_keeps_the_home_on_the_platforms_storage(porta
     assert code == 0, result
     kept = result["adapter_detail"]["kept"]
     assert kept == preview["adapter_detail"]["would_keep"]
-    assert [e["path"] for e in kept[CONTROLLER]] == [HOME]
+    assert [e["path"] for e in kept[CONTROLLER]] == KEPT
     assert teardown_paths(result["adapter_detail"]["destroyed"]) == teardown_paths(
         preview["adapter_detail"]["would_destroy"]
     )

@@ -12,9 +12,12 @@ cluster, with the backups."""
 import base64
 import json
 import re
+import subprocess
 import time
 
+import chromium
 import pytest
+import rfb
 import yaml
 from conftest import ROOT, console_script, run_events
 from job_checks import check_job_detail_output_and_usage, print_for_the_note
@@ -70,6 +73,8 @@ TEAMS = {
         "archive": True,
     },
     "backup": {"interval": "1d", "keep": 2},
+    # issue 51: the desktop runtime on Debian 12's TigerVNC, websockify, noVNC and Xfce
+    "interactive_runtimes": ["desktop"],
 }
 
 
@@ -279,6 +284,94 @@ def test_a_jobs_detail_output_and_usage_on_22_05(cluster):
         SPEC.name, cluster, "late", "old-w01", "old-w02", shared=True
     )
     print_for_the_note(shown)
+
+
+DESKTOP_DIR = f"{HOME}/ondemand/data/sys/dashboard/batch_connect/sys/desktop/output/e2e-bookworm"
+
+
+def test_a_desktop_session_is_drawn_on_debian_12(cluster, open_ondemand_upstream):
+    """Issue 51 on Debian 12 (TigerVNC 1.12, websockify 0.10, noVNC 1.3, Xfce 4.18): the job
+    script ood_core's own vnc template makes of the desktop app with the portal's clusters.d
+    (as the role renders it: tests/fixtures/open_ondemand, held equal by the render test),
+    submitted as the lab user. The bundle's vncserver starts Xvnc on loopback; a viewer logs in
+    over websockify's websocket with the session's password and reads a drawn frame; Chromium
+    draws the desktop through the node's noVNC (kept in test-artifacts/). The portal's side of
+    a desktop is test_open_ondemand's, on Debian 13."""
+    made = subprocess.run(
+        [
+            "ruby",
+            *(
+                f"-I{open_ondemand_upstream / lib}"
+                for lib in ("shims", "ood_core-v0.31.1/lib", "ood_support-v0.0.5/lib")
+            ),
+            str(ROOT / "tests/e2e/ood_vnc_script.rb"),
+            str(ROOT / "tests/fixtures/open_ondemand/clusters.d"),
+            str(ROOT / "roles/open_ondemand/files/apps/desktop"),
+            DESKTOP_DIR,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    job_script = json.loads(made.stdout)
+    app_script = (
+        ROOT / "roles/open_ondemand/files/apps/desktop/template/script.sh.erb"
+    ).read_text()
+    user = lab_spec.LAB_USER["name"]
+    as_user = f"runuser -u {user} --"
+    _on(
+        "old-ctl",
+        f"{as_user} mkdir -p {DESKTOP_DIR} && cd {DESKTOP_DIR}"
+        f" && {as_user} tee script.sh >/dev/null <<'EOF'\n{app_script}EOF\n"
+        f"{as_user} tee job.sh >/dev/null <<'EOF'\n#!/bin/bash\n{job_script['script']}EOF\n"
+        f"chmod 755 script.sh",
+    )
+    started = time.monotonic()
+    job = _on(
+        "old-ctl",
+        f"cd {DESKTOP_DIR} && {as_user} sbatch --parsable -J desktop -o output.log "
+        f"{' '.join(job_script['native'])} job.sh",
+    ).strip()
+    try:
+        connection = None
+        while connection is None or "websocket" not in connection:
+            assert time.monotonic() - started < 180, _on("old-ctl", f"cat {DESKTOP_DIR}/output.log")
+            time.sleep(1)
+            connection = yaml.safe_load(
+                _on("old-ctl", f"cat {DESKTOP_DIR}/connection.yml 2>/dev/null || true")
+            )
+        print(f"desktop on Debian 12: submit to connection.yml {time.monotonic() - started:.1f} s")
+        host, websocket_port = connection["host"], connection["websocket"]
+        display, password = int(connection["display"]), str(connection["password"])
+        node = next(n for n in ("old-w01", "old-w02") if host in _on(n, "hostname -I"))
+        listening = _on(node, "ss -Hltn").split()
+        assert {a for a in listening if a.endswith(f":{5900 + display}")} <= {
+            f"127.0.0.1:{5900 + display}",
+            f"[::1]:{5900 + display}",
+        }
+        assert password not in _on(node, "ps -eo args")
+        url = f"ws://{host}:{websocket_port}/websockify"
+        assert not rfb.view(url, "guessed1").authenticated
+        seen = rfb.view(url, password)
+        assert seen.authenticated and (seen.width, seen.height) == (1280, 800), seen
+        assert seen.colours > 50, seen
+        deadline = time.monotonic() + 20
+        while str(connection["password"]) == password:
+            assert time.monotonic() < deadline, "the VNC password was not changed after a login"
+            time.sleep(0.5)
+            connection = yaml.safe_load(_on("old-ctl", f"cat {DESKTOP_DIR}/connection.yml"))
+        shot, seconds = chromium.screenshot(
+            f"http://{host}:{websocket_port}",
+            {},
+            f"/vnc.html?autoconnect=true&resize=remote&password={connection['password']}",
+            'document.documentElement.classList.contains("noVNC_connected")',
+            "desktop-novnc-bookworm.png",
+        )
+        print(f"desktop on Debian 12: noVNC connected in Chromium {seconds:.1f} s, {shot}")
+        assert shot.stat().st_size > 20_000
+    finally:
+        _on("old-ctl", f"scancel {job}")
 
 
 def _backups() -> list[str]:

@@ -12,6 +12,7 @@ from conftest import EXAMPLES, MANIFESTS, ROOT
 
 from driver.apps import ADAPTERS, adapter_for
 from driver.apps.open_ondemand import APP_RUNTIMES
+from driver.apps.open_ondemand.adapter import _app_runtime_rules
 from driver.apps.slurm.adapter import OPTION_VARS, PENDING_OPTIONS
 from driver.documents import load_json
 from driver.models.manifest import CatalogEntry
@@ -410,3 +411,25 @@ def test_every_interactive_runtime_is_installable_and_every_app_runtime_exists()
     assert set(APP_RUNTIMES.values()) <= set(offered)
     apps = _manifest_config("open-ondemand")["interactive_apps"]["items"]["enum"]
     assert set(APP_RUNTIMES) <= set(apps)
+
+
+def test_an_app_without_a_runtime_is_refused_with_its_reason():
+    """Issue 51 (5): RStudio is refused saying why (no package on these distributions); the
+    desktop only where the linked cluster's workers have its runtime."""
+    refused = {
+        violation.path[-1]: violation.message
+        for violation in _app_runtime_rules(
+            {"interactive_apps": ["jupyter", "rstudio", "desktop", "vscode"]},
+            {"interactive_runtimes": ["jupyter"]},
+        )
+    }
+    assert sorted(refused) == [1, 2, 3]
+    assert "RStudio Server is in no Debian 12 or 13 package" in refused[1]
+    assert "list 'desktop' in its interactive_runtimes (its workers have jupyter)" in refused[2]
+    assert "code-server" in refused[3]
+
+
+def test_the_portal_names_the_workers_vncserver_where_they_install_it():
+    common = yaml.safe_load((ROOT / "roles/slurm_common/vars/main.yml").read_text())
+    portal = yaml.safe_load((ROOT / "roles/open_ondemand/vars/main.yml").read_text())
+    assert portal["__open_ondemand_vnc_front_dir"] == common["__slurm_common_vnc_front_dir"]

@@ -86,7 +86,6 @@ def _text(rendered: dict, path: str) -> str:
         ("/etc/ood/config/ood_portal.yml", "ood_portal.yml"),
         ("/etc/ood/config/clusters.d/research.yml", "clusters.d/research.yml"),
         ("/etc/ood/config/apps/dashboard/env", "apps/dashboard/env"),
-        ("/etc/ood/config/apps/bc_desktop/research.yml", "apps/bc_desktop/research.yml"),
         ("/var/www/ood/apps/sys/jupyter/template/script.sh.erb", "apps/sys/jupyter/script.sh.erb"),
     ],
 )
@@ -175,8 +174,20 @@ def test_only_the_secrets_folder_is_closed_to_the_signed_in_user(rendered):
 
 
 def test_only_the_asked_apps_are_written(rendered):
-    apps = sorted(p.name for p in (rendered["root"] / "var/www/ood/apps/sys").iterdir())
-    assert apps == ["jupyter", "vscode"]
+    sys_apps = rendered["root"] / "var/www/ood/apps/sys"
+    assert sorted(p.name for p in sys_apps.iterdir()) == ["desktop", "jupyter", "vscode"]
+    # the desktop's template starts websockify itself and the dashboard draws its noVNC button
+    desktop = sorted(
+        str(p.relative_to(sys_apps / "desktop")) for p in (sys_apps / "desktop").rglob("*")
+    )
+    assert desktop == [
+        "form.yml.erb",
+        "manifest.yml",
+        "submit.yml.erb",
+        "template",
+        "template/script.sh.erb",
+    ]
+    assert not (rendered["root"] / "etc/ood/config/apps/bc_desktop").exists()
 
 
 def test_secrets_are_root_and_web_group_only_and_never_printed(rendered):
@@ -309,10 +320,11 @@ def test_ood_core_reads_the_cluster_and_submits_without_minus_m(rendered, open_o
 FORMS = ("1", "2", "2", "0", "", "", "1", "9", "1", "-3", "1", "2; touch /tmp/x")
 
 
-def test_the_gpu_field_asks_slurm_for_gres_within_the_largest_node(rendered):
+@pytest.mark.parametrize("app", ["jupyter", "desktop", "vscode"])
+def test_the_gpu_field_asks_slurm_for_gres_within_the_largest_node(rendered, app):
     """The dashboard hands submit.yml.erb's `script.native` to the job adapter as sbatch
     options."""
-    submits = _dashboard_render(rendered, "/var/www/ood/apps/sys/jupyter/submit.yml.erb", *FORMS)
+    submits = _dashboard_render(rendered, f"/var/www/ood/apps/sys/{app}/submit.yml.erb", *FORMS)
     assert [yaml.safe_load(submit)["script"]["native"] for submit in submits] == [
         ["--nodes=1", "--gres=gpu:2"],
         ["--nodes=2"],
@@ -322,3 +334,34 @@ def test_the_gpu_field_asks_slurm_for_gres_within_the_largest_node(rendered):
         ["--nodes=1"],
         ["--nodes=1", "--gres=gpu:2"],
     ]
+
+
+def test_the_desktop_is_ood_cores_vnc_template_on_the_clusters_vnc_server(
+    rendered, open_ondemand_upstream, tmp_path
+):
+    """The desktop's submit.yml.erb as the dashboard renders it, wrapped by ood_core's own
+    batch_connect factory with the cluster's vnc settings: the job script runs the workers'
+    vncserver (TurboVNC's first where a site installed it), Debian's websockify serving
+    Debian's noVNC, Xfce on the VNC display, and the one-time password through vncpasswd's
+    input."""
+    (submit,) = _dashboard_render(
+        rendered, "/var/www/ood/apps/sys/desktop/submit.yml.erb", "1", "0"
+    )
+    batch_connect = yaml.safe_load(submit)["batch_connect"]
+    assert batch_connect["template"] == "vnc"
+    seen = _ruby_ood_core(
+        open_ondemand_upstream,
+        "cluster = OodCore::Clusters.load_file(ARGV[0]).first;"
+        "context = JSON.parse(ARGV[1]).transform_keys(&:to_sym).merge(work_dir: ARGV[2]);"
+        "puts({script: cluster.batch_connect_template(context).to_s}.to_json)",
+        str(rendered["root"] / "etc/ood/config/clusters.d"),
+        json.dumps(batch_connect),
+        str(tmp_path),
+    )
+    script = seen["script"]
+    assert 'export PATH="/opt/TurboVNC/bin:/usr/local/libexec/slurm-app/vnc:$PATH"' in script
+    assert 'export WEBSOCKIFY_CMD="/usr/bin/websockify --web=/usr/share/novnc"' in script
+    assert '-rfbauth "vnc.passwd"' in script and "-geometry 1280x800" in script
+    assert 'DISPLAY=:${display} "./script.sh"' in script
+    assert '| vncpasswd -f > "vnc.passwd"' in script
+    assert "NodeAddr" in script

@@ -208,8 +208,13 @@ def _nodes(request: OperationRequest, cluster: LinkedInstance | None) -> list[Al
 
 
 # Each interactive app and the cluster runtime it starts on a node; an app missing here has no
-# runtime the bundle can install yet.
-APP_RUNTIMES = {"jupyter": "jupyter"}
+# runtime the bundle can install yet, for the reason APP_BLOCKED gives.
+APP_RUNTIMES = {"jupyter": "jupyter", "desktop": "desktop"}
+APP_BLOCKED = {
+    "rstudio": "RStudio Server is in no Debian 12 or 13 package (Posit ships it only as its own "
+    ".deb, from its site)",
+    "vscode": "code-server is not installed by the cluster's deploy yet",
+}
 
 
 def _app_runtime_rules(
@@ -220,7 +225,10 @@ def _app_runtime_rules(
     for position, app in enumerate(config.get("interactive_apps", [])):
         runtime = APP_RUNTIMES.get(app)
         if runtime is None:
-            expected = "an app the bundle can provide a runtime for: " + ", ".join(APP_RUNTIMES)
+            expected = (
+                f"an app the bundle can provide a runtime for ({', '.join(APP_RUNTIMES)}): "
+                + APP_BLOCKED.get(app, "no runtime")
+            )
         elif runtime not in runtimes:
             expected = (
                 f"the linked cluster to list {runtime!r} in its interactive_runtimes (its "
