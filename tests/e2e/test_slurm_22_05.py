@@ -286,7 +286,8 @@ def test_a_jobs_detail_output_and_usage_on_22_05(cluster):
     print_for_the_note(shown)
 
 
-DESKTOP_DIR = f"{HOME}/ondemand/data/sys/dashboard/batch_connect/sys/desktop/output/e2e-bookworm"
+SESSIONS = f"{HOME}/ondemand/data/sys/dashboard/batch_connect"
+DESKTOP_DIR = f"{SESSIONS}/sys/desktop/output/e2e-bookworm"
 
 
 def test_a_desktop_session_is_drawn_on_debian_12(cluster, open_ondemand_upstream):
@@ -471,7 +472,8 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     assert code == 0, result
     kept = result["adapter_detail"]["kept"]["old-w02"]
     sizes = {e["path"]: e["bytes"] for e in kept}
-    assert sorted(sizes) == [HOME, LATE_HOME] and sizes[HOME] > 0
+    # the folder of labuser's portal sessions (test_a_desktop_session_...) is listed on its own
+    assert sorted(sizes) == [HOME, SESSIONS, LATE_HOME] and sizes[HOME] > 0
     assert not any(
         e["path"].startswith("/workspace") or e["path"] == "/home/labuser"
         for e in result["adapter_detail"]["destroyed"]["old-w02"]
@@ -494,6 +496,7 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     archive = f"{ARCHIVE}/{result['instance']['id']}"
     assert sorted(e["path"] for e in detail["kept"][NEW_CONTROLLER]) == [
         HOME,
+        SESSIONS,
         LATE_HOME,
         archive,
         backups,
