@@ -244,7 +244,7 @@ def add_lab_parser(sub: Any) -> None:
     up.add_argument(
         "--runtime",
         action="append",
-        choices=("jupyter", "desktop"),
+        choices=("jupyter", "desktop", "vscode"),
         help="an interactive runtime for Open OnDemand's sessions on the workers (repeatable)",
     )
     up.add_argument(

@@ -33,6 +33,10 @@ class LabHost:
 
 
 HOST_KEYS_MADE = "/etc/ssh/.slurm-app-lab-host-keys"
+# The hosts reach the internet through this machine's network: the local authorities this
+# machine trusts (an intercepting proxy's) they trust too, or npm's registry (code-server) is
+# out of their reach. Public certificates only.
+LOCAL_AUTHORITIES = Path("/usr/local/share/ca-certificates")
 
 
 def network_name(lab: str) -> str:
@@ -134,6 +138,17 @@ def start_hosts(
             f"if [ ! -e {HOST_KEYS_MADE} ]; then rm -f /etc/ssh/ssh_host_* && ssh-keygen -A && "
             f"touch {HOST_KEYS_MADE} && systemctl restart ssh; fi && systemctl is-active ssh",
         )
+        authorities = sorted(LOCAL_AUTHORITIES.glob("*.crt"))
+        if authorities:
+            _exec(
+                container,
+                "".join(
+                    f"cat > {LOCAL_AUTHORITIES}/slurm-app-lab-{path.name} <<'EOF'\n"
+                    f"{path.read_text().strip()}\nEOF\n"
+                    for path in authorities
+                )
+                + "update-ca-certificates >/dev/null",
+            )
         container.reload()
     return [
         LabHost(

@@ -53,7 +53,7 @@ SPEC = lab_spec.LabSpec(
     distro="trixie",
     placement="same_node",
     storage="platform_mount",
-    interactive_runtimes=("jupyter", "desktop"),
+    interactive_runtimes=("jupyter", "desktop", "vscode"),
     # GPU device files on the node (no GPU behind them): a session's gres, its
     # CUDA_VISIBLE_DEVICES and the GPU job mapping are Slurm's own
     gpus=2,
@@ -144,7 +144,7 @@ def portal(docker_engine, open_ondemand_upstream, tmp_path_factory):
         )
     config = {
         "portal_title": "Lab Portal",
-        "interactive_apps": ["jupyter", "desktop"],
+        "interactive_apps": ["jupyter", "desktop", "vscode"],
         "oidc": {
             "issuer_url": (provider / "issuer").read_text(),
             "client_id": (provider / "client_id").read_text(),
@@ -597,6 +597,77 @@ def test_a_desktop_session_is_drawn_through_the_portal_with_its_gpu(portal):
     ):
         assert time.monotonic() < deadline, "the cancelled session is not shown ended"
         time.sleep(1)
+
+
+VSCODE_DIR = f"{HOME}/ondemand/data/sys/dashboard/batch_connect/sys/vscode/output/e2e-vscode"
+# the editor's explorer lists the home's files: read through code-server's websocket
+WORKBENCH_DRAWN = (
+    'document.querySelector(".monaco-workbench .part.sidebar .monaco-list-row") !== null'
+)
+
+
+def test_a_vscode_session_runs_on_the_node_and_the_user_reaches_it_through_the_portal(portal):
+    """Issue 51: the vscode app launched as the dashboard launches it (ood_core's basic
+    template): code-server, built on the node from npm's registry (the cluster's vscode
+    runtime), starts on the node's address and a free port with the session's password in its
+    environment; through the portal's /rnode/ proxy another portal user gets its login page
+    and is refused with a guessed password; the owner's login (the view's form) opens the
+    editor, and Chromium draws it with the home's files listed (kept in test-artifacts/)."""
+    session = _ood_ruby(
+        "ood_session.rb",
+        "/etc/ood/config/clusters.d",
+        "/var/www/ood/apps/sys/vscode",
+        VSCODE_DIR,
+        "bc_num_slots=1",
+        "gpus=0",
+    )
+    job = session["job"]
+    try:
+        connection = session["connection"]
+        assert connection is not None, (session, _controller(f"cat {VSCODE_DIR}/output.log"))
+        print(f"vscode: submit to connection.yml {session['seconds_to_connection']} s")
+        host, port, password = connection["host"], connection["port"], str(connection["password"])
+        assert host == _address(CONTROLLER) and len(password) == 16
+        assert password not in _controller("ps -eo args")
+        action = re.search(r'<form action="([^"]+)"', session["view"]).group(1)
+        assert action == f"/rnode/{host}/{port}/login"
+        assert f'name="password" value="{password}"' in session["view"]
+        origin = f"https://{_address(PORTAL)}"
+        # another portal user reaches code-server's login, never the editor
+        peer = _signed_in(portal, PEER, action)
+        editor = peer.get(f"{origin}/rnode/{host}/{port}/", verify=False, timeout=30)
+        assert "code-server-session" not in peer.cookies and "login" in editor.url, editor.url
+        guessed = peer.post(
+            f"{origin}{action}", data={"password": "guessed-password"}, verify=False, timeout=30
+        )
+        assert "code-server-session" not in peer.cookies, guessed.status_code
+        started = time.monotonic()
+        owner = _signed_in(portal, USER, action)
+        opened = owner.post(
+            f"{origin}{action}", data={"password": password}, verify=False, timeout=30
+        )
+        assert opened.status_code == 200 and "code-server-session" in owner.cookies, opened.url
+        assert "workbench" in opened.text.lower(), opened.text[:500]
+        logged_in = time.monotonic() - started
+        shot, seconds = chromium.screenshot(
+            origin,
+            {
+                name: owner.cookies[name]
+                for name in (login_check.SESSION_COOKIE, "code-server-session")
+            },
+            f"/rnode/{host}/{port}/",
+            WORKBENCH_DRAWN,
+            "vscode-trixie.png",
+            settle_seconds=4.0,
+            timeout=120.0,
+        )
+        print(
+            f"vscode: portal and editor login {logged_in:.1f} s, editor drawn with the home's "
+            f"files in Chromium {seconds:.1f} s, screenshot {shot}"
+        )
+        assert shot.stat().st_size > 20_000
+    finally:
+        _controller(f"scancel {job}")
 
 
 def test_status_names_a_stopped_sackd_and_restart_brings_it_back(portal):

@@ -415,7 +415,7 @@ def test_every_interactive_runtime_is_installable_and_every_app_runtime_exists()
 
 def test_an_app_without_a_runtime_is_refused_with_its_reason():
     """Issue 51 (5): RStudio is refused saying why (no package on these distributions); the
-    desktop only where the linked cluster's workers have its runtime."""
+    desktop and VS Code only where the linked cluster's workers have their runtimes."""
     refused = {
         violation.path[-1]: violation.message
         for violation in _app_runtime_rules(
@@ -426,7 +426,7 @@ def test_an_app_without_a_runtime_is_refused_with_its_reason():
     assert sorted(refused) == [1, 2, 3]
     assert "RStudio Server is in no Debian 12 or 13 package" in refused[1]
     assert "list 'desktop' in its interactive_runtimes (its workers have jupyter)" in refused[2]
-    assert "code-server" in refused[3]
+    assert "list 'vscode' in its interactive_runtimes" in refused[3]
 
 
 def test_the_portal_names_the_workers_vncserver_where_they_install_it():

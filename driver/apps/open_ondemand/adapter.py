@@ -209,11 +209,10 @@ def _nodes(request: OperationRequest, cluster: LinkedInstance | None) -> list[Al
 
 # Each interactive app and the cluster runtime it starts on a node; an app missing here has no
 # runtime the bundle can install yet, for the reason APP_BLOCKED gives.
-APP_RUNTIMES = {"jupyter": "jupyter", "desktop": "desktop"}
+APP_RUNTIMES = {"jupyter": "jupyter", "desktop": "desktop", "vscode": "vscode"}
 APP_BLOCKED = {
     "rstudio": "RStudio Server is in no Debian 12 or 13 package (Posit ships it only as its own "
     ".deb, from its site)",
-    "vscode": "code-server is not installed by the cluster's deploy yet",
 }
 
 
