@@ -21,11 +21,16 @@ import time
 import urllib.request
 from pathlib import Path
 
-# Cluster accounts (alice in Molecule's project, labuser and labpeer in the lab's), a login of
-# both projects that is no cluster account (mallory: the user-map failure page), and, for each
-# account, a user of another project with the same name (outsider-<name>: refused by the group
-# check). Each logs in as subject sub-<name>.
-PROJECTS = {"alice": "molecule-project", "labuser": "lab-project", "labpeer": "lab-project"}
+# Cluster accounts (alice in Molecule's project; labuser, labpeer and the Debian 12 lab's late
+# in the lab's), a login of both projects that is no cluster account (mallory: the user-map
+# failure page), and, for each account, a user of another project with the same name
+# (outsider-<name>: refused by the group check). Each logs in as subject sub-<name>.
+PROJECTS = {
+    "alice": "molecule-project",
+    "labuser": "lab-project",
+    "labpeer": "lab-project",
+    "late": "lab-project",
+}
 USERS = (
     *(
         (f"sub-{name}", {"preferred_username": name, "email": f"{name}@example.org", "groups": [p]})

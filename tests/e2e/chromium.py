@@ -2,6 +2,7 @@
 opened with the portal session's cookie, waited on until it is drawn, kept as a screenshot.
 The flags are the ones a closed network needs (nothing fetched in the background)."""
 
+import json
 import os
 import tempfile
 import time
@@ -16,6 +17,15 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 ARTIFACTS = Path(
     os.environ.get("SLURM_APP_TEST_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts")
 )
+
+
+def keep_timing(what: str, seconds: float | None) -> None:
+    """A measured time, printed (pytest -s) and appended to ARTIFACTS/timings.jsonl: with
+    xdist, as CI runs, a worker's prints are not shown, and the closing notes quote these."""
+    print(f"{what}: {seconds} s")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with (ARTIFACTS / "timings.jsonl").open("a") as timings:
+        timings.write(json.dumps({"what": what, "seconds": seconds}) + "\n")
 
 
 def available() -> bool:

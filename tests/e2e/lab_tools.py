@@ -511,20 +511,31 @@ def check_a_hostile_job_name_is_read_as_a_name(lab_name: str, env: dict[str, str
         else:
             raise AssertionError(f"the exporter never counted the job: {metrics[-3000:]}")
 
-        code, result = lab_operation(lab_name, env, "remove_worker", worker)
-        assert code == 1 and result["error"]["code"] == "node_busy", result["error"]
-        assert job in result["error"]["message"] and result["changed"] == 0
-        # the refusal stopped the run: the driver's follow-up wrote the end on every host
-        check_the_journal_of(lab_name, "remove_worker", [ctl, worker], outcome="failed")
-        code, result = lab_operation(
-            lab_name, env, "drain_worker", worker, drain_timeout_s=2, reason="hostile names"
-        )
-        assert code == 1 and result["error"]["code"] == "drain_timeout", result["error"]
-        assert job in result["error"]["message"]
-        code, result = lab_operation(lab_name, env, "resume_worker", worker)
-        assert code == 0, result
+        check_a_running_job_keeps_its_node(lab_name, env, worker, job)
     finally:
         on_host(lab_name, ctl, f"scancel {job}")
+
+
+def check_a_running_job_keeps_its_node(
+    lab_name: str, env: dict[str, str], worker: str, job: str
+) -> None:
+    """While `job` runs on `worker`: remove_worker is refused with `node_busy` naming it,
+    nothing changed (the driver's follow-up journals the failed end on both hosts);
+    drain_worker with a 2 s timeout answers `drain_timeout` naming it; resume_worker puts the
+    node back. The job still runs."""
+    ctl = f"{lab_name}-ctl"
+    code, result = lab_operation(lab_name, env, "remove_worker", worker)
+    assert code == 1 and result["error"]["code"] == "node_busy", result["error"]
+    assert job in result["error"]["message"] and result["changed"] == 0
+    check_the_journal_of(lab_name, "remove_worker", [ctl, worker], outcome="failed")
+    code, result = lab_operation(
+        lab_name, env, "drain_worker", worker, drain_timeout_s=2, reason="a job runs there"
+    )
+    assert code == 1 and result["error"]["code"] == "drain_timeout", result["error"]
+    assert job in result["error"]["message"]
+    code, result = lab_operation(lab_name, env, "resume_worker", worker)
+    assert code == 0, result
+    assert on_host(lab_name, ctl, f"squeue -h -j {job} -o %T").split() == ["RUNNING"]
 
 
 # What a link a cluster user plants points at: a root folder on root's PATH.

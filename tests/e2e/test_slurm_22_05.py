@@ -6,23 +6,23 @@ logs; a host without the mount is refused before anything changes; nodes join an
 through the slurmctld restart path (a reconfigure after a node-count change kills 22.05's
 slurmctld); no slurmd restarts; a removed allocation joins again with three new ones in one
 operation; scheduled backups land on the mount, root's alone, the newest two kept, and a
-failed one degrades status; a job's output on a worker is read everywhere and outlives the
-cluster, with the backups."""
+failed one degrades status; a desktop session through a companion portal on Debian 12 holds
+its GPU node, which no remove_worker or drain takes from it; a job's output on a worker is
+read everywhere and outlives the cluster, with the backups."""
 
 import base64
 import json
 import re
-import subprocess
 import time
 
-import chromium
+import portal_lab
 import pytest
-import rfb
 import yaml
 from conftest import ROOT, console_script, run_events
 from job_checks import check_job_detail_output_and_usage, print_for_the_note
 from lab_tools import (
     check_a_hostile_job_name_is_read_as_a_name,
+    check_a_running_job_keeps_its_node,
     check_controller_replacement,
     check_gpu_job_mapping,
     check_homes_are_their_users_alone,
@@ -56,6 +56,8 @@ BACKUPS = f"{lab_spec.LAB_MOUNT}/slurm-app-backups"
 NEW_CONTROLLER = "old-c2"
 ARCHIVE = f"{lab_spec.LAB_MOUNT}/slurm-app-archive"
 BOTH_IDLE = ["old-w01", "idle", "old-w02", "idle"]
+# the workers from test_add_remove_and_add_again_on_22_05 on
+WORKERS = ["old-w01", "old-w02", "old-w04", "old-w05", "old-w06"]
 # what the planted link's target looked like before (test_links_a_cluster_user_plants_...)
 LINK_TARGET_BEFORE: list[str] = []
 TEAMS = {
@@ -259,14 +261,13 @@ def test_a_config_change_reaches_every_worker_joined_since(cluster):
     deploy.write_text(json.dumps(request))
     code, result = lab_operation(SPEC.name, env, "deploy")
     assert code == 0, result
-    workers = ["old-w01", "old-w02", "old-w04", "old-w05", "old-w06"]
-    assert result["adapter_detail"]["hosts_touched"] == ["old-ctl", *workers]
+    assert result["adapter_detail"]["hosts_touched"] == ["old-ctl", *WORKERS]
     assert {m["status"] for m in result["members"]} == {"ready"}
-    for host in workers:
+    for host in WORKERS:
         assert _on(host, "getent passwd late").startswith("late:x:2002:2002:"), host
     check_homes_are_their_users_alone(SPEC.name, ["old-ctl", "old-w04"], LATE_HOME, "labuser")
     ran = _on("old-ctl", "cd /tmp && runuser -u late -- srun -N5 -t1 hostname")
-    assert sorted(ran.split()) == workers
+    assert sorted(ran.split()) == WORKERS
 
 
 def test_the_jobs_and_nodes_tabs_typed_tasks_on_22_05(cluster):
@@ -286,93 +287,46 @@ def test_a_jobs_detail_output_and_usage_on_22_05(cluster):
     print_for_the_note(shown)
 
 
-SESSIONS = f"{HOME}/ondemand/data/sys/dashboard/batch_connect"
-DESKTOP_DIR = f"{SESSIONS}/sys/desktop/output/e2e-bookworm"
+DESKTOP_DIR = f"{portal_lab.SESSIONS}/sys/desktop/output/e2e-bookworm"
+PORTAL = "old-portal"
 
 
-def test_a_desktop_session_is_drawn_on_debian_12(cluster, open_ondemand_upstream):
-    """Issue 51 on Debian 12 (TigerVNC 1.12, websockify 0.10, noVNC 1.3, Xfce 4.18): the job
-    script ood_core's own vnc template makes of the desktop app with the portal's clusters.d
-    (as the role renders it: tests/fixtures/open_ondemand, held equal by the render test),
-    submitted as the lab user. The bundle's vncserver starts Xvnc on loopback; a viewer logs in
-    over websockify's websocket with the session's password and reads a drawn frame; Chromium
-    draws the desktop through the node's noVNC (kept in test-artifacts/). The portal's side of
-    a desktop is test_open_ondemand's, on Debian 13."""
-    made = subprocess.run(
-        [
-            "ruby",
-            *(
-                f"-I{open_ondemand_upstream / lib}"
-                for lib in ("shims", "ood_core-v0.31.1/lib", "ood_support-v0.0.5/lib")
-            ),
-            str(ROOT / "tests/e2e/ood_vnc_script.rb"),
-            str(ROOT / "tests/fixtures/open_ondemand/clusters.d"),
-            str(ROOT / "roles/open_ondemand/files/apps/desktop"),
-            DESKTOP_DIR,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
+def test_a_desktop_through_a_debian_12_portal_keeps_its_node_busy(
+    cluster, open_ondemand_upstream, tmp_path
+):
+    """Issue 51 on Debian 12 (TigerVNC 1.12, websockify 0.10, noVNC 1.3, Xfce 4.18, Apache
+    2.4 with Debian 12's mod_auth_openidc): a companion portal on its own Debian 12 host, and
+    the desktop session portal_lab.desktop_session checks, with the form's one GPU: it lands
+    on old-w02, the only node with one. While it runs, the node is kept as for any job
+    (remove_worker refused, a drain times out); the portal's decommission then leaves the
+    cluster as it was."""
+    env = cluster
+    portal = portal_lab.companion_portal(
+        SPEC.name, PORTAL, env, open_ondemand_upstream, tmp_path / "oidc", ["desktop"], []
     )
-    job_script = json.loads(made.stdout)
-    app_script = (
-        ROOT / "roles/open_ondemand/files/apps/desktop/template/script.sh.erb"
-    ).read_text()
-    user = lab_spec.LAB_USER["name"]
-    as_user = f"runuser -u {user} --"
-    _on(
-        "old-ctl",
-        f"{as_user} mkdir -p {DESKTOP_DIR} && cd {DESKTOP_DIR}"
-        f" && {as_user} tee script.sh >/dev/null <<'EOF'\n{app_script}EOF\n"
-        f"{as_user} tee job.sh >/dev/null <<'EOF'\n#!/bin/bash\n{job_script['script']}EOF\n"
-        f"chmod 755 script.sh",
-    )
-    started = time.monotonic()
-    job = _on(
-        "old-ctl",
-        f"cd {DESKTOP_DIR} && {as_user} sbatch --parsable -J desktop -o output.log "
-        f"{' '.join(job_script['native'])} job.sh",
-    ).strip()
     try:
-        connection = None
-        while connection is None or "websocket" not in connection:
-            assert time.monotonic() - started < 180, _on("old-ctl", f"cat {DESKTOP_DIR}/output.log")
-            time.sleep(1)
-            connection = yaml.safe_load(
-                _on("old-ctl", f"cat {DESKTOP_DIR}/connection.yml 2>/dev/null || true")
-            )
-        print(f"desktop on Debian 12: submit to connection.yml {time.monotonic() - started:.1f} s")
-        host, websocket_port = connection["host"], connection["websocket"]
-        display, password = int(connection["display"]), str(connection["password"])
-        node = next(n for n in ("old-w01", "old-w02") if host in _on(n, "hostname -I"))
-        listening = _on(node, "ss -Hltn").split()
-        assert {a for a in listening if a.endswith(f":{5900 + display}")} <= {
-            f"127.0.0.1:{5900 + display}",
-            f"[::1]:{5900 + display}",
-        }
-        assert password not in _on(node, "ps -eo args")
-        url = f"ws://{host}:{websocket_port}/websockify"
-        assert not rfb.view(url, "guessed1").authenticated
-        seen = rfb.view(url, password)
-        assert seen.authenticated and (seen.width, seen.height) == (1280, 800), seen
-        assert seen.colours > 50, seen
-        deadline = time.monotonic() + 20
-        while str(connection["password"]) == password:
-            assert time.monotonic() < deadline, "the VNC password was not changed after a login"
-            time.sleep(0.5)
-            connection = yaml.safe_load(_on("old-ctl", f"cat {DESKTOP_DIR}/connection.yml"))
-        shot, seconds = chromium.screenshot(
-            f"http://{host}:{websocket_port}",
-            {},
-            f"/vnc.html?autoconnect=true&resize=remote&password={connection['password']}",
-            'document.documentElement.classList.contains("noVNC_connected")',
+        code, result, output = portal.operation(PORTAL, "deploy")
+        assert code == 0, output[-4000:]
+        assert result["adapter_detail"]["portal"]["slurm_client_answers"] is True
+        with portal_lab.desktop_session(
+            portal,
+            DESKTOP_DIR,
+            LATE_USER["name"],
             "desktop-novnc-bookworm.png",
-        )
-        print(f"desktop on Debian 12: noVNC connected in Chromium {seconds:.1f} s, {shot}")
-        assert shot.stat().st_size > 20_000
+            "bc_num_slots=1",
+            "gpus=1",
+            "bc_queue=batch",
+        ) as session:
+            assert session["node"] == "old-w02"
+            assert sorted(session["queues"]) == ["batch", "h100"]
+            check_a_running_job_keeps_its_node(SPEC.name, env, "old-w02", session["job"])
+        code, result, output = portal.operation(PORTAL, "decommission")
+        assert code == 0, output[-4000:]
     finally:
-        _on("old-ctl", f"scancel {job}")
+        portal.stop()
+    assert _on("old-ctl", "sinfo -h -N -o '%N %T'").split() == [
+        word for node in WORKERS for word in (node, "idle")
+    ]
 
 
 def _backups() -> list[str]:
@@ -473,7 +427,7 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     kept = result["adapter_detail"]["kept"]["old-w02"]
     sizes = {e["path"]: e["bytes"] for e in kept}
     # the folder of labuser's portal sessions (test_a_desktop_session_...) is listed on its own
-    assert sorted(sizes) == [HOME, SESSIONS, LATE_HOME] and sizes[HOME] > 0
+    assert sorted(sizes) == [HOME, portal_lab.SESSIONS, LATE_HOME] and sizes[HOME] > 0
     assert not any(
         e["path"].startswith("/workspace") or e["path"] == "/home/labuser"
         for e in result["adapter_detail"]["destroyed"]["old-w02"]
@@ -496,7 +450,7 @@ def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluste
     archive = f"{ARCHIVE}/{result['instance']['id']}"
     assert sorted(e["path"] for e in detail["kept"][NEW_CONTROLLER]) == [
         HOME,
-        SESSIONS,
+        portal_lab.SESSIONS,
         LATE_HOME,
         archive,
         backups,
