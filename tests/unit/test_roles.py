@@ -1,5 +1,7 @@
 """Role hygiene checked in CI: specs match defaults, prefixes, no_log where secrets pass."""
 
+import json
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -146,9 +148,12 @@ def _run_validate(
     groups: dict | None = None,
     hosts: dict | None = None,
     tasks_from: str = "validate",
+    facts: bool = False,
+    extra_vars: dict | None = None,
 ):
     """The role's validation tasks (`tasks_from`) with real ansible-playbook on the control
-    node (every host of the inventory is the control node)."""
+    node (every host of the inventory is the control node; `facts`: this machine's, gathered);
+    `extra_vars` beat the role's own vars."""
     inventory = {
         "all": {
             "hosts": {
@@ -169,7 +174,7 @@ def _run_validate(
             [
                 {
                     "hosts": "all",
-                    "gather_facts": False,
+                    "gather_facts": facts,
                     "tasks": [
                         {
                             "ansible.builtin.include_role": {
@@ -183,7 +188,11 @@ def _run_validate(
         )
     )
     return subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory.yml", "play.yml"],
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            *("-i", "inventory.yml", "play.yml"),
+            *(("-e", json.dumps(extra_vars)) if extra_vars else ()),
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -329,6 +338,38 @@ def test_slurm_worker_refuses_what_an_operator_gets_wrong(tmp_path, hosts, group
     else:
         assert ran.returncode != 0
         assert expected in ran.stdout, ran.stdout[-2000:]
+
+
+# this machine's Debian release, as ansible_facts' distribution_major_version reads it
+HOST_RELEASE = platform.freedesktop_os_release()["VERSION_ID"].split(".")[0]
+
+
+@pytest.mark.parametrize(
+    ("releases", "expected"),
+    [
+        ({HOST_RELEASE: "4.100.3"}, None),
+        (
+            {"99": "4.0.0"},
+            "the vscode runtime needs code-server built for this release's Node.js: Debian 99 "
+            f"only (this host runs {HOST_RELEASE})",
+        ),
+    ],
+)
+def test_slurm_worker_refuses_vscode_where_code_server_has_no_release(tmp_path, releases, expected):
+    """Checked with the worker's variables, before the runtime's toolchain is in the host's
+    package transaction; the release map laid over the role's for this machine's release."""
+    ran = _run_validate(
+        tmp_path,
+        "slurm_worker",
+        {"slurm_worker_interactive_runtimes": ["vscode"]},
+        facts=True,
+        extra_vars={"__slurm_worker_code_server_versions": releases},
+    )
+    if expected is None:
+        assert ran.returncode == 0, ran.stdout[-2000:]
+    else:
+        assert ran.returncode != 0
+        assert expected in " ".join(ran.stdout.split()), ran.stdout[-2000:]
 
 
 def _debian_vars(role: str) -> dict:
