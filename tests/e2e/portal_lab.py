@@ -255,8 +255,8 @@ def desktop_session(
     signed in, reaches the VNC server but not the desktop; the owner's login draws a frame
     and the password is then rotated; Chromium draws the desktop through noVNC (kept in
     test-artifacts/ as `screenshot`). Yields {job, node, connection, queues: the partitions
-    the form's queue field lists} while the session runs;
-    then cancels it and waits until the session card would show it ended."""
+    the form's queue field lists} while the session runs, then cancels it and waits until
+    the session card would show it ended."""
     values = dict(pair.split("=", 1) for pair in form)
     gpus = int(values.get("gpus", "0"))
     session = launch_session(portal, "desktop", session_dir, *form)
