@@ -1,5 +1,6 @@
 """Role hygiene checked in CI: specs match defaults, prefixes, no_log where secrets pass."""
 
+import hashlib
 import json
 import platform
 import subprocess
@@ -150,10 +151,11 @@ def _run_validate(
     tasks_from: str = "validate",
     facts: bool = False,
     extra_vars: dict | None = None,
+    then: list[dict] | None = None,
 ):
     """The role's validation tasks (`tasks_from`) with real ansible-playbook on the control
     node (every host of the inventory is the control node; `facts`: this machine's, gathered);
-    `extra_vars` beat the role's own vars."""
+    `extra_vars` beat the role's own vars; `then`: tasks after it."""
     inventory = {
         "all": {
             "hosts": {
@@ -181,7 +183,8 @@ def _run_validate(
                                 "name": role,
                                 "tasks_from": tasks_from,
                             }
-                        }
+                        },
+                        *(then or []),
                     ],
                 }
             ]
@@ -370,6 +373,50 @@ def test_slurm_worker_refuses_vscode_where_code_server_has_no_release(tmp_path, 
     else:
         assert ran.returncode != 0
         assert expected in " ".join(ran.stdout.split()), ran.stdout[-2000:]
+
+
+@pytest.mark.parametrize("target_there", [True, False])
+def test_the_converge_reading_reads_a_managed_link_as_the_file_it_names(tmp_path, target_there):
+    """The unchanged-deploy check (_converged_probe.yml, on this machine): a managed path that
+    is a link, as the vscode runtime's command is, is read as the file it names; with that
+    file gone the link is not read, so the reading differs and the next deploy converges."""
+    target = tmp_path / "code-server" / "entry.js"
+    target.parent.mkdir()
+    target.write_text("code-server's entry point\n")
+    (tmp_path / "command").symlink_to(target)
+    if not target_there:
+        target.unlink()
+    reading = tmp_path / "reading.txt"
+    ran = _run_validate(
+        tmp_path,
+        "slurm_common",
+        {},
+        tasks_from="_converged_probe",
+        facts=True,
+        extra_vars={
+            "__slurm_common_converge": {
+                "paths": [str(tmp_path / "command")],
+                "packages": [],
+                "units": [],
+                "record": str(tmp_path / "record"),
+            },
+            # what converged.yml binds the reading to
+            "__slurm_common_converge_inputs": "request-digest",
+        },
+        then=[
+            {
+                "ansible.builtin.copy": {
+                    "content": "{{ __slurm_common_reading.stdout }}",
+                    "dest": str(reading),
+                    "mode": "0600",
+                }
+            }
+        ],
+    )
+    assert ran.returncode == 0, ran.stdout[-2000:]
+    digest = hashlib.sha256(b"code-server's entry point\n").hexdigest()
+    line = f"{digest}  {tmp_path / 'command'}"
+    assert (line in reading.read_text().splitlines()) is target_there, reading.read_text()
 
 
 def _debian_vars(role: str) -> dict:
