@@ -84,9 +84,11 @@ HINTS: dict[str, str] = {
     "reserved-address": "give the allocation's routable address, not loopback, link-local, "
     "unspecified or multicast",
     "member-mismatch": "members must agree with the placement intent",
-    "target-missing": "this operation needs operation.target.allocation_id",
+    "target-missing": "this operation needs operation.target.allocation_id (operation.targets "
+    "where the manifest's max_targets is above 1)",
     "target-unexpected": "this operation takes no target, or not that many (the manifest's "
-    "max_targets); give target or targets, never both",
+    "max_targets), or not in this spelling: target for one allocation, targets where "
+    "max_targets is above 1, never both",
     "target-invalid": "the target does not fit this operation",
     "linked-instance-missing": "pass the referenced instance in `linked_instances`",
     "linked-instance-unexpected": "pass only the instances the placement intent references",

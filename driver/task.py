@@ -31,6 +31,7 @@ from driver.request_check.addresses import (
     resolves_reserved,
 )
 from driver.request_check.credentials import private_file
+from driver.role_code import reserved_accounts
 from driver.schema_check import schema_findings
 
 SSH_TIMEOUT_S = 120
@@ -101,6 +102,17 @@ def check_task_request(doc: Document, *, files: bool = True) -> TaskCheck:
                 "tenant-boundary",
                 ("allocation", "project_id"),
                 "the allocation belongs to another project",
+            )
+        )
+    user = request.task.user
+    reserved, reserved_prefixes, _ = reserved_accounts()
+    if user is not None and (user in reserved or user.startswith(tuple(reserved_prefixes))):
+        # a task answers for a cluster user; root's or a daemon's view is the operator's
+        findings.append(
+            doc.finding(
+                "reserved-name",
+                ("task", "user"),
+                "expected a cluster user, not a system account, group or bundle daemon",
             )
         )
     problem = address_problem(request.allocation.address)

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from driver.catalog import instance_credentials_dir
+from driver.catalog import instance_credentials_dir, load_entry
 from driver.lab.errors import LabError
 from driver.lab.spec import (
     LAB_MOUNT,
@@ -161,10 +161,15 @@ def operation_request(
     ]
     # replace_controller's replacement becomes the controller; replace_worker's a worker
     component = "controller" if operation == "replace_controller" else "worker"
-    if len(refs) == 1:
-        request["operation"]["target"] = refs[0]
-    elif refs:
-        request["operation"]["targets"] = refs
+    if refs:
+        # the spelling the operation's manifest entry gives: targets where it joins several
+        loaded = load_entry(request["instance"]["app_slug"])
+        version = loaded.entry.version(request["instance"]["version"]) if loaded else None
+        spec = version.operation(operation) if version else None
+        if len(refs) > 1 or (spec is not None and spec.max_targets > 1):
+            request["operation"]["targets"] = refs
+        else:
+            request["operation"]["target"] = refs[0]
     if replacement is not None:
         request["operation"]["replacement"] = {
             "allocation_id": _target_allocation(

@@ -31,11 +31,28 @@ def target(rules: Rules) -> None:
                 f"{operation.type} acts on the whole instance",
             )
         return
+    # One spelling per operation: the adapter reads the one the manifest gives, so a request
+    # in the other spelling would run without its target (replace_controller with targets put
+    # both controllers in the controller's group).
+    spelling = "targets" if spec.max_targets > 1 else "target"
     if named is None:
         rules.add(
             "target-missing",
-            ("operation", "target"),
+            ("operation", spelling),
             f"{operation.type} needs the allocation it acts on",
+        )
+        return
+    if (operation.targets is not None) != (spelling == "targets"):
+        wrong = "target" if spelling == "targets" else "targets"
+        rules.add(
+            "target-unexpected",
+            ("operation", wrong),
+            f"{operation.type} names "
+            + (
+                f"its allocations in operation.targets (up to {spec.max_targets})"
+                if spelling == "targets"
+                else "its one allocation in operation.target"
+            ),
         )
         return
     if operation.targets is None:

@@ -153,7 +153,7 @@ def test_an_assert_task_refuses_as_a_fail_task_does(action):
 
 def test_a_failed_join_fails_the_new_member_and_degrades_the_instance():
     plan = _plan("add_worker")
-    new_host = plan.inventory.allocation_hosts[plan.request.operation.target.allocation_id]
+    new_host = plan.inventory.allocation_hosts[plan.request.operation.target_ids[0]]
     result = _outcome(plan, failed_hosts={new_host})
     assert _statuses(result) == {
         "m-ctl": "ready",

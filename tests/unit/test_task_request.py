@@ -70,6 +70,10 @@ def submit() -> dict:
             ("reserved-address", "$.allocation.address"),
         ),
         (lambda r: r["task"].update(user="Root!"), ("schema.pattern", "$.task.user")),
+        # issue 65, 6: a task answers for a cluster user, never root or a daemon
+        (lambda r: r["task"].update(user="root"), ("reserved-name", "$.task.user")),
+        (lambda r: r["task"].update(user="slurm"), ("reserved-name", "$.task.user")),
+        (lambda r: r["task"].update(user="munge"), ("reserved-name", "$.task.user")),
         (lambda r: r.update(extra=1), ("schema.additionalProperties", "$.extra")),
         (lambda r: r["instance"].update(version="9.9"), ("unknown-app", "$.instance")),
     ],
