@@ -39,9 +39,14 @@ class PackageSource(StrictModel):
 
 class Backups(StrictModel):
     """Where a backup of an instance without a platform mount is fetched to: one folder per
-    instance below `directory` (default: backups/ in the driver's state folder), 0700."""
+    instance below `directory` (default: backups/ in the driver's state folder), 0700. Each
+    instance's share of it: at most `instance_max_bytes` (a backup that would pass it is refused
+    before it is fetched, and no file a playbook writes on the control plane can grow past it)
+    and `instance_max_count` backups, whatever the instance's `backup.keep` says."""
 
     directory: AbsolutePath | None = None
+    instance_max_bytes: int = Field(default=20 * 1024**3, ge=1024**2)
+    instance_max_count: int = Field(default=10, ge=1, le=1000)
 
 
 class Runs(StrictModel):

@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import resource
 import shutil
 import sys
 import sysconfig
@@ -149,6 +150,8 @@ class Launch:
     inventory_file: Path
     instance_id: str
     runs: Runs
+    # the largest file a playbook may write on the control plane: a backup's share
+    max_file_bytes: int
 
     def run(
         self,
@@ -190,8 +193,27 @@ class Launch:
             ),
             "AWX_ISOLATED_DATA_DIR": runner.config.artifact_dir,
         }
-        runner.run()
+        with file_size_limit(self.max_file_bytes):
+            runner.run()
         return runner
+
+
+@contextmanager
+def file_size_limit(max_bytes: int) -> Iterator[None]:
+    """No file the playbook's processes write on the control plane grows past `max_bytes`
+    (RLIMIT_FSIZE, inherited by the whole tree the runner starts). It holds what a host sends
+    whatever it claimed: a controller's backup is admitted by the sizes the controller claims,
+    and the transfer itself (sftp, or Mitogen's worker) writes whatever arrives; a write past
+    the limit fails, and so does the fetch (slurm_controller's slurm_backup_receive then finds
+    the file short of what was admitted). Only the soft limit is lowered: the driver's own
+    processes are trusted, the hosts' data is what is bounded."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    lowered = max_bytes if hard == resource.RLIM_INFINITY else min(max_bytes, hard)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (lowered, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
 def _hosts_left_unjournaled(collector: Collector) -> list[str]:
@@ -237,8 +259,16 @@ def run_playbook(
         inventory_file = private_dir / "inventory.yml"
         inventory_file.write_text(inventory_yaml(inventory.as_runner_inventory()))
         (private_dir / "known_hosts").write_text(inventory.known_hosts_text())
+        site = load_site()
         launch = Launch(
-            root, private_dir, control_dir, binary, inventory_file, instance_id, load_site().runs
+            root,
+            private_dir,
+            control_dir,
+            binary,
+            inventory_file,
+            instance_id,
+            site.runs,
+            site.backups.instance_max_bytes,
         )
         runner = launch.run(
             playbook,

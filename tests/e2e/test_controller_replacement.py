@@ -3,6 +3,8 @@ the driver by its full path, real daemons in systemd containers. The refusals fi
 old controller still running and nothing changed anywhere; then the old controller's container
 is killed and a new host becomes the controller (lab_tools.check_controller_replacement)."""
 
+import json
+
 import pytest
 from lab_tools import (
     check_controller_replacement,
@@ -63,6 +65,32 @@ def _plant(instance: str, name: str, source: str, damage: str) -> None:
         f"cp -a {folder}/{source} {folder}/{name} && cd {folder}/{name} && "
         f"{EDIT} backup_id {name} && {damage}",
     )
+
+
+def test_a_backups_folder_a_cluster_user_made_first_is_refused_at_the_deploy(cluster):
+    """Issue 65 (6): the deploy makes the mount's backups folder (root's, 0700) through
+    slurm_folder. One a cluster user made first on a scratch mount is refused by the deploy
+    as storage_conflict naming it, rather than failing every backup after."""
+    user, mount = lab_spec.LAB_USER, lab_spec.LAB_MOUNT
+    assert on_host(SPEC.name, OLD, f"stat -c '%U %a' {BACKUPS}").split() == ["root", "700"]
+    mode = on_host(SPEC.name, OLD, f"stat -c %a {mount}").strip()
+    on_host(SPEC.name, OLD, f"chmod 1777 {mount} && mv {BACKUPS} {BACKUPS}.kept")
+    # a deploy that converges (one the last deploy's record does not cover): another keep
+    deploy = lab_spec.lab_dir(SPEC.name) / "deploy.json"
+    sent = deploy.read_text()
+    request = json.loads(sent)
+    request["instance"]["config"]["backup"]["keep"] = 4
+    deploy.write_text(json.dumps(request))
+    try:
+        on_host(SPEC.name, OLD, f"runuser -u {user['name']} -- mkdir -m 0777 {BACKUPS}")
+        code, result = lab_operation(SPEC.name, cluster["env"], "deploy")
+        assert code == 1 and result["error"]["code"] == "storage_conflict", result["error"]
+        said = f"{BACKUPS} belongs to uid {user['uid']}, not to uid 0"
+        assert said in result["error"]["message"], result["error"]
+    finally:
+        deploy.write_text(sent)
+        on_host(SPEC.name, OLD, f"rm -rf {BACKUPS} && mv {BACKUPS}.kept {BACKUPS}")
+        on_host(SPEC.name, OLD, f"chmod {mode} {mount}")
 
 
 def test_a_backup_that_cannot_be_restored_is_refused_before_any_host_changes(cluster):

@@ -2,6 +2,7 @@
 
 import gzip
 import hashlib
+import io
 import json
 import os
 import signal
@@ -657,6 +658,96 @@ def test_a_backup_reaches_the_control_plane_while_jobs_run_and_leaks_no_key(depl
         for path in deployed["state"].rglob("*"):
             if path.is_file() and folder not in path.parents:
                 assert secret not in path.read_bytes(), path
+
+
+# What root on the controller makes its backup command print (issue 65, 1). Each backup
+# reinstalls the bundle's command, so the hook sits in Python's startup (a .pth file), as a
+# customer's root may put it: the command runs as ever, and its answer is reshaped on the way out.
+HOSTILE_BACKUP_HOOK = r"""
+import atexit, io, json, sys
+if sys.argv[0].endswith("/slurm-app/backup") and "run" in sys.argv:
+    real, sys.stdout = sys.stdout, io.StringIO()
+    def reshape():
+        answer = json.loads(sys.stdout.getvalue())
+        with open("/root/hostile-backup.json") as changes:
+            for path, value in json.load(changes).items():
+                *parents, last = path.split(".")
+                node = answer
+                for part in parents:
+                    node = node[int(part)] if part.isdigit() else node[part]
+                node[int(last) if last.isdigit() else last] = value
+        real.write(json.dumps(answer) + "\n")
+        real.flush()
+    atexit.register(reshape)
+"""
+GIB = 1024**3
+HOSTILE_BACKUP_ANSWERS = {
+    "an id that climbs": ({"backup_id": "../.."}, "backup_id"),
+    "another instance's folder": (
+        {"backup_id": "7e7e7e7e-7e7e-4e7e-8e7e-7e7e7e7e7e7e/20300101T000000Z"},
+        "backup_id",
+    ),
+    "an absolute path": ({"path": "/etc/slurm-app"}, "path"),
+    "a climbing name": ({"manifest.files.0.name": "../../site.yaml"}, "manifest.files[0].name"),
+    "a slash in a name": ({"manifest.files.1.name": "x/munge.key"}, "manifest.files[1].name"),
+    "a NUL in a name": ({"manifest.files.2.name": "munge.key\u0000"}, "manifest.files[2].name"),
+    "a claimed 10 GiB": ({"manifest.files.2.bytes": 10 * GIB}, "manifest.files[2].bytes"),
+    "10,000 files": (
+        {
+            "manifest.files": [
+                {"name": f"f{i}", "bytes": 1, "sha256": "0" * 64} for i in range(10_000)
+            ]
+        },
+        "(the answer)",  # past the answer's 1 MiB before it is parsed
+    ),
+}
+
+
+def _state_files(state: Path) -> dict[str, bytes]:
+    """Every file of the driver's state folder but the runs' own scratch."""
+    return {
+        str(path.relative_to(state)): path.read_bytes()
+        for path in sorted(state.rglob("*"))
+        if path.is_file() and "runs" not in path.relative_to(state).parts
+    }
+
+
+def _put_on_controller(path: str, data: bytes) -> None:
+    """A file on the controller, however large (a command line has a length limit)."""
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        entry = tarfile.TarInfo(Path(path).name)
+        entry.size = len(data)
+        tar.addfile(entry, io.BytesIO(data))
+    lab.controller_container(SPEC.name).put_archive(str(Path(path).parent), archive.getvalue())
+
+
+def test_a_controllers_hostile_backup_answer_is_refused_and_writes_nothing(deployed):
+    """Whatever the controller's backup command prints, the control plane writes under its own
+    names: each hostile answer is refused as backup_refused naming its field (exit 1), and no
+    file of the driver's state folder is added, removed or changed."""
+    site = on("e2e-ctl", "python3 -c 'import site; print(site.getsitepackages()[0])'").strip()
+    on(
+        "e2e-ctl",
+        f"mkdir -p {site} && cat > {site}/hostile_backup.py <<'EOF'\n{HOSTILE_BACKUP_HOOK}EOF",
+    )
+    on("e2e-ctl", f"echo 'import hostile_backup' > {site}/hostile-backup.pth")
+    state = deployed["state"]
+    try:
+        for case, (changes, field) in HOSTILE_BACKUP_ANSWERS.items():
+            _put_on_controller("/root/hostile-backup.json", json.dumps(changes).encode())
+            before = _state_files(state)
+            code, result = operation(deployed, "backup")
+            assert code == 1, (case, result)
+            error = result["error"]
+            assert error["code"] == "backup_refused", (case, error)
+            # the refusing task's name, then the field
+            assert error["message"].split(": ", 1)[1].startswith(f"{field}:"), (case, error)
+            assert result["instance"]["status"] == "running", case
+            assert _state_files(state) == before, case
+    finally:
+        on("e2e-ctl", f"rm -f {site}/hostile-backup.pth {site}/hostile_backup.py")
+        on("e2e-ctl", "rm -rf /var/lib/slurm-app-backup/*")
 
 
 def _slurm_conf_sha() -> str:

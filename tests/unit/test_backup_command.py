@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from driver.role_code import role_code
+from driver.role_code import controller_rules, role_code
 
 backup = role_code("slurm_controller", "files", "slurm_app_backup")
 
@@ -194,9 +194,9 @@ def test_status_is_overdue_after_two_intervals_without_a_success(tmp_path):
     assert backup.status({**config, "interval_s": None}, nine + 10**6)["overdue"] is False
 
 
-# replace_controller's check of a backup (roles/slurm_controller/library/slurm_backup_verify.py),
-# on backups the command above wrote.
-verify_module = role_code("slurm_controller", "library", "slurm_backup_verify")
+# replace_controller's check of a backup (slurm_backup_verify's rules, in
+# module_utils/slurm_backup.py), on backups the command above wrote.
+verify_module = controller_rules("slurm_backup")
 INSTANCE = "5b0e8a52-3c1d-4f5e-9a21-7d4c2b1e0a01"
 
 
@@ -256,6 +256,9 @@ def test_a_backup_that_is_not_as_its_manifest_says_is_corrupt(tmp_path, damage, 
     with pytest.raises(verify_module.Refused, match=r"^\[backup_corrupt\] ") as refused:
         _check(mount, folder)
     assert says in str(refused.value)
+    # named by backup and file: a control plane's own folder never reaches the result
+    assert str(tmp_path) not in str(refused.value)
+    assert str(refused.value).startswith(f"[backup_corrupt] backup {ids[0]}: ")
 
 
 def test_a_backup_planted_through_a_link_or_an_open_folder_is_refused(tmp_path):
@@ -268,5 +271,5 @@ def test_a_backup_planted_through_a_link_or_an_open_folder_is_refused(tmp_path):
     (folder / "20261109T000000Z").unlink()
     planted.rename(folder / ids[0])
     folder.chmod(0o755)
-    with pytest.raises(verify_module.Refused, match=rf"^\[backup_corrupt\] {folder}: "):
+    with pytest.raises(verify_module.Refused, match=rf"^\[backup_corrupt\] folder {folder.name}: "):
         _check(mount, folder)

@@ -1,6 +1,7 @@
 """`slurm-app-driver run` without containers: the lock, and a host that cannot be reached."""
 
 import json
+import resource
 import shutil
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 from conftest import ROOT, example, run_events
 
 from driver.runner.locks import instance_lock
+from driver.runner.run import file_size_limit
 
 
 def _request(tmp_path: Path) -> Path:
@@ -373,3 +375,20 @@ def test_an_exception_inside_run_still_ends_with_a_result(tmp_path):
     # the lock could not be made: no playbook started, no host was touched
     assert final["result"]["touched_hosts"] is False
     assert [m["status"] for m in final["result"]["members"]] == ["pending"] * 3
+
+
+def test_no_file_a_playbooks_process_writes_grows_past_the_file_size_limit(tmp_path):
+    """Issue 65 (1): what a host sends is bounded on the control plane whatever it claimed. A
+    child started under the limit (as the runner starts ansible-playbook, and it its sftp or
+    Mitogen worker) fails to write past it; the driver's own limit is as it was afterwards."""
+    before = resource.getrlimit(resource.RLIMIT_FSIZE)
+    written = tmp_path / "fetched"
+    with file_size_limit(64 * 1024):
+        copied = subprocess.run(
+            ["dd", "if=/dev/zero", f"of={written}", "bs=1024", "count=1024"],
+            capture_output=True,
+            check=False,
+        )
+    assert copied.returncode != 0
+    assert written.stat().st_size == 64 * 1024
+    assert resource.getrlimit(resource.RLIMIT_FSIZE) == before

@@ -123,6 +123,13 @@ class SlurmReference(AppAdapter):
             None,
             (InstanceStatus.RUNNING, Health.UNKNOWN),
         ),
+        "backup_refused": OperationError(
+            "the controller's answer to the backup is not the backup format's, or would pass "
+            "this instance's share of the control plane's backups folder (the field is named); "
+            "nothing of it was written, and no earlier backup was touched",
+            None,
+            (InstanceStatus.RUNNING, Health.UNKNOWN),
+        ),
         **{
             code: OperationError(
                 f"replace_controller refused the backup ({meaning}); nothing was changed on "
@@ -221,8 +228,15 @@ class SlurmReference(AppAdapter):
         if request.operation.type in MONITORING_OPERATIONS:
             inventory.group_vars.update(monitoring_vars(request, config["monitoring"]))
         if request.operation.type in BACKUP_OPERATIONS:
-            inventory.group_vars["slurm_controller_backup_fetch_dir"] = str(
-                backup_dir(load_site()) / str(request.instance.id)
+            backups = load_site().backups
+            inventory.group_vars.update(
+                {
+                    "slurm_controller_backup_fetch_dir": str(
+                        backup_dir(load_site()) / str(request.instance.id)
+                    ),
+                    "slurm_controller_backup_fetch_max_bytes": backups.instance_max_bytes,
+                    "slurm_controller_backup_fetch_max_count": backups.instance_max_count,
+                }
             )
         if request.operation.type in JOINING_OPERATIONS:
             inventory.group_vars["slurm_worker_interactive_runtimes"] = config[

@@ -3,20 +3,11 @@ command reported (roles/slurm_controller/files/slurm_app_backup.py)."""
 
 from typing import Any
 
+from driver.role_code import controller_rules
+
 # The manifest's fields the result repeats (its files: name, bytes and sha256 each; never
-# their content, the munge key's included).
-MANIFEST_FIELDS = (
-    "format",
-    "backup_id",
-    "instance_id",
-    "cluster_name",
-    "slurm_version",
-    "bundle_version",
-    "created_at",
-    "state_from",
-    "accounting",
-    "files",
-)
+# their content, the munge key's included): the backup format's, as the roles admit it.
+MANIFEST_FIELDS = controller_rules("slurm_backup").MANIFEST_FIELDS
 
 
 def backup_detail(reported: dict[str, Any]) -> dict[str, Any]:

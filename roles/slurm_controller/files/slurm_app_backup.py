@@ -2,7 +2,7 @@
 """The controller's backup: slurmctld's saved state, the accounting database, the munge key and
 the bundle's records, with a manifest of sizes and sha256, in one folder.
 
-`backup run --to mount|staging` takes one (the backup operation; the timer's service runs
+`backup run --to mount|staging [--id ID]` takes one (the backup operation; the timer's service runs
 `--to mount`); `backup status` prints the last one's age and outcome for the status report.
 What it knows of the cluster comes from /etc/slurm-app/backup.json (slurm_controller's
 _backup.yml). Its output is one JSON document on stdout; exit 1 with {"error": ...} on failure.
@@ -264,8 +264,10 @@ def _recorded(path: Path) -> dict[str, Any]:
     return recorded if isinstance(recorded, dict) else {}
 
 
-def run(config: dict[str, Any], to: str) -> dict[str, Any]:
-    backup_id = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+def run(config: dict[str, Any], to: str, backup_id: str | None = None) -> dict[str, Any]:
+    """One backup named `backup_id` (the control plane names the ones it asks for; the timer's
+    are named by the second they begin)."""
+    backup_id = backup_id or datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     try:
         root, folder = destination(config, to)
         base = open_folder(root, folder)
@@ -322,11 +324,18 @@ def status(config: dict[str, Any], now: float | None = None) -> dict[str, Any]:
     }
 
 
+def _backup_id(text: str) -> str:
+    if not BACKUP_ID.match(text):
+        raise argparse.ArgumentTypeError("a backup id is YYYYMMDDTHHMMSSZ")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="backup", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     take_one = commands.add_parser("run", help="take a backup now")
     take_one.add_argument("--to", choices=["mount", "staging"], default="mount")
+    take_one.add_argument("--id", type=_backup_id, help="the backup's name (default: now, UTC)")
     commands.add_parser("status", help="the last backup's age and the last attempt's outcome")
     parser.add_argument("--config", default=CONFIG)
     args = parser.parse_args(argv)
@@ -339,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     with Path(LOCK).open("w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            print(json.dumps(run(config, args.to)))
+            print(json.dumps(run(config, args.to, args.id)))
         except BackupError as exc:
             print(json.dumps({"error": str(exc)}))
             return 1
