@@ -365,9 +365,9 @@ def check_typed_tasks(
 ) -> None:
     """The Jobs and Nodes tabs' tasks on a lab (the lab user, accounting on): nodes as sinfo
     says, a submit that runs the script as written as the user, the queue with the job, root
-    refused, `other` (another cluster user) refused the job's cancel, the user's cancel, the
-    job then in the failed view from accounting, and an audit line for each submit and
-    cancel."""
+    refused at validation, `other` (another cluster user) refused the job's cancel, the user's
+    cancel, the job then in the failed view from accounting, and an audit line for each
+    submit and cancel."""
     ctl = f"{lab_name}-ctl"
     user = lab_spec.LAB_USER["name"]
 
@@ -380,8 +380,13 @@ def check_typed_tasks(
     )
     assert answered == expected
 
+    # refused by the driver before it connects (issue 65); the host's task command refuses
+    # root too, for a caller that bypasses the driver (test_slurm_task.py)
     code, refused = lab_task(lab_name, env, "submit", "root", script=LITERAL_SCRIPT)
-    assert code == 3 and refused["error"]["code"] == "forbidden", refused
+    assert code == 2, refused
+    assert [(f["code"], f["path"]) for f in refused["findings"]] == [
+        ("reserved-name", "$.task.user")
+    ]
 
     code, submitted = lab_task(
         lab_name, env, "submit", user, script=LITERAL_SCRIPT, name="literal", time_limit="00:05:00"

@@ -625,7 +625,10 @@ def test_the_clusters_decommission_keeps_the_home_on_the_platforms_storage(porta
     assert code == 0, result
     kept = result["adapter_detail"]["kept"]
     assert kept == preview["adapter_detail"]["would_keep"]
-    assert [e["path"] for e in kept[CONTROLLER]] == KEPT
+    # and the cluster's backups folder, which its deploy made on the mount (issue 65)
+    instance = json.loads((lab_spec.lab_dir(SPEC.name) / "deploy.json").read_text())["instance"]
+    backups = f"{lab_spec.LAB_MOUNT}/slurm-app-backups/{instance['id']}"
+    assert [e["path"] for e in kept[CONTROLLER]] == [*KEPT, backups]
     assert teardown_paths(result["adapter_detail"]["destroyed"]) == teardown_paths(
         preview["adapter_detail"]["would_destroy"]
     )
