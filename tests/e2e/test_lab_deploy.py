@@ -2,7 +2,6 @@
 
 import gzip
 import hashlib
-import io
 import json
 import os
 import signal
@@ -28,6 +27,7 @@ from lab_tools import (
     platform_env,
     run_request,
     teardown_paths,
+    upload,
     wait_on_host,
 )
 
@@ -712,17 +712,7 @@ def _state_files(state: Path) -> dict[str, bytes]:
     }
 
 
-def _put_on_controller(path: str, data: bytes) -> None:
-    """A file on the controller, however large (a command line has a length limit)."""
-    archive = io.BytesIO()
-    with tarfile.open(fileobj=archive, mode="w") as tar:
-        entry = tarfile.TarInfo(Path(path).name)
-        entry.size = len(data)
-        tar.addfile(entry, io.BytesIO(data))
-    lab.controller_container(SPEC.name).put_archive(str(Path(path).parent), archive.getvalue())
-
-
-def test_a_controllers_hostile_backup_answer_is_refused_and_writes_nothing(deployed):
+def test_a_controllers_hostile_backup_answer_is_refused_and_writes_nothing(deployed, tmp_path):
     """Whatever the controller's backup command prints, the control plane writes under its own
     names: each hostile answer is refused as backup_refused naming its field (exit 1), and no
     file of the driver's state folder is added, removed or changed."""
@@ -735,7 +725,14 @@ def test_a_controllers_hostile_backup_answer_is_refused_and_writes_nothing(deplo
     state = deployed["state"]
     try:
         for case, (changes, field) in HOSTILE_BACKUP_ANSWERS.items():
-            _put_on_controller("/root/hostile-backup.json", json.dumps(changes).encode())
+            # a file, not a command line: the 10,000-file answer passes a command's length
+            (tmp_path / "hostile-backup.json").write_text(json.dumps(changes))
+            upload(
+                SPEC.name,
+                "e2e-ctl",
+                {"hostile-backup.json": tmp_path / "hostile-backup.json"},
+                "/root",
+            )
             before = _state_files(state)
             code, result = operation(deployed, "backup")
             assert code == 1, (case, result)

@@ -228,14 +228,14 @@ class SlurmReference(AppAdapter):
         if request.operation.type in MONITORING_OPERATIONS:
             inventory.group_vars.update(monitoring_vars(request, config["monitoring"]))
         if request.operation.type in BACKUP_OPERATIONS:
-            backups = load_site().backups
+            site = load_site()
             inventory.group_vars.update(
                 {
                     "slurm_controller_backup_fetch_dir": str(
-                        backup_dir(load_site()) / str(request.instance.id)
+                        backup_dir(site) / str(request.instance.id)
                     ),
-                    "slurm_controller_backup_fetch_max_bytes": backups.instance_max_bytes,
-                    "slurm_controller_backup_fetch_max_count": backups.instance_max_count,
+                    "slurm_controller_backup_fetch_max_bytes": site.backups.instance_max_bytes,
+                    "slurm_controller_backup_fetch_max_count": site.backups.instance_max_count,
                 }
             )
         if request.operation.type in JOINING_OPERATIONS:

@@ -133,8 +133,7 @@ def verify(chosen: Path, instance_id: str, cluster_name: str) -> dict[str, Any]:
         if status.st_size != entry.get("bytes"):
             raise Refused(
                 f"[backup_corrupt] backup {chosen.name}: {name}: {status.st_size} bytes, the "
-                f"manifest says "
-                f"{entry.get('bytes')}"
+                f"manifest says {entry.get('bytes')}"
             )
         if sha256(path) != entry.get("sha256"):
             raise Refused(
