@@ -9,6 +9,7 @@ sessions as the dashboard's process would."""
 
 import importlib.util
 import json
+import ssl
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ import chromium
 import requests
 import rfb
 import urllib3
+import websocket
 import yaml
 from conftest import ROOT, console_script, run_events
 from lab_tools import lab_gateway, lab_task, lay_out_open_ondemand_upstream, on_host, upload
@@ -212,6 +214,17 @@ def session_cookie(browser: requests.Session) -> str:
     return f"{login_check.SESSION_COOKIE}={browser.cookies[login_check.SESSION_COOKIE]}"
 
 
+def websocket_status(url: str, cookie: str) -> int:
+    """The HTTP status a websocket handshake to `url` gets with `cookie`: 101 when it opens."""
+    try:
+        websocket.create_connection(
+            url, cookie=cookie, sslopt={"cert_reqs": ssl.CERT_NONE}, timeout=30
+        ).close()
+    except websocket.WebSocketBadStatusException as refused:
+        return refused.status_code
+    return 101
+
+
 def connection(portal: Portal, session_dir: str) -> dict:
     """The session's connection.yml, written on the node, read on the portal's host: the
     home is on the platform's storage."""
@@ -252,8 +265,9 @@ def desktop_session(
     task `queue`) lists the session running in its partition with its GPUs, which are the
     job's own (CUDA_VISIBLE_DEVICES, the GPU job mapping); the noVNC page and its websocket
     through the portal's /rnode/ proxy (mod_ood_proxy's Lua, websocket upgrade); `peer`, also
-    signed in, reaches the VNC server but not the desktop; the owner's login draws a frame
-    and the password is then rotated; Chromium draws the desktop through noVNC (kept in
+    signed in, reaches the VNC server but not the desktop, and after 20 wrong passwords of
+    theirs the owner's login gets in at once (issue 65); the owner's login draws a frame and
+    the password is then rotated; Chromium draws the desktop through noVNC (kept in
     test-artifacts/ as `screenshot`). Yields {job, node, connection, queues: the partitions
     the form's queue field lists} while the session runs, then cancels it and waits until
     the session card would show it ended."""
@@ -311,9 +325,11 @@ def desktop_session(
         )
         owner = portal.signed_in(USER, page)
         # another user of the portal reaches the session's VNC server (OOD's proxy lets any
-        # signed-in user through), which asks for the password and refuses theirs
+        # signed-in user through), which asks for the password and refuses theirs, 20 times
+        # over: Xvnc's blacklist would count them all against 127.0.0.1 (websockify) and shut
+        # the owner out after five
         stranger = portal.signed_in(peer, page)
-        for guess in ("", "guessed1"):
+        for guess in ["", *(f"guess{n:03d}" for n in range(19))]:
             refused = rfb.view(websocket_url, guess, cookie=session_cookie(stranger))
             assert refused.banner.startswith("RFB 003.") and refused.security_types == [2]
             assert not refused.authenticated

@@ -31,6 +31,7 @@ from lab_tools import (
     platform_env,
     remove_planted_links,
     teardown_paths,
+    upload,
 )
 
 from driver.lab import lab
@@ -372,46 +373,113 @@ WORKBENCH_DRAWN = (
 )
 
 
+# where another user's listener answers on the session's node (find_port's range is 2000-65535;
+# the session's own port is never this one while the listener runs after it started)
+LISTENER_PORT = 47321
+
+
+def _listener_of(account: str, host: str, port: int) -> tuple[str, str]:
+    """A job of `account`'s that answers on `host`:`port` (behind the portal's /rnode/ proxy)
+    and records each request's headers: (its job id, its record's path)."""
+    tools = portal_lab.E2E_TOOLS
+    upload(
+        SPEC.name, CONTROLLER, {"header_recorder.py": portal_lab.HERE / "header_recorder.py"}, tools
+    )
+    record = f"{lab_spec.LAB_MOUNT}/home/{account}/headers.jsonl"
+    job = _controller(
+        f"cd /tmp && runuser -u {account} -- sbatch --parsable -w {CONTROLLER} "
+        f"-o /dev/null --wrap 'exec python3 {tools}/header_recorder.py {host} {port} "
+        f"{record}'"
+    ).strip()
+    _controller(
+        f"for _ in $(seq 100); do ss -Hltn | grep -q ':{port} ' && exit 0; sleep 0.3; done; exit 1"
+    )
+    return job, record
+
+
 def test_a_vscode_session_runs_on_the_node_and_the_user_reaches_it_through_the_portal(portal):
-    """Issue 51: the vscode app launched as the dashboard launches it (ood_core's basic
+    """Issues 51 and 65: the vscode app launched as the dashboard launches it (ood_core's basic
     template): code-server, built on the node from npm's registry (the cluster's vscode
-    runtime), starts on the node's address and a free port with the session's password in its
-    environment; through the portal's /rnode/ proxy another portal user gets its login page
-    and is refused with a guessed password; the owner's login (the view's form) opens the
-    editor, and Chromium draws it with the home's files listed (kept in test-artifacts/)."""
+    runtime), on a socket only its user opens, behind code-server-session on the node's
+    address and a free port, the session's password in its environment.
+    - Another portal user gets the login page and a refusal, 20 times, and never the editor
+      or its websocket; the owner's login right after them opens it (no lockout).
+    - The session's cookie is HttpOnly, Secure, SameSite=Strict and scoped to the session's
+      path: a listener another user runs in a job under /rnode/ never receives it.
+    - Chromium draws the editor with the home's files listed (kept in test-artifacts/)."""
     session = portal_lab.launch_session(portal, "vscode", VSCODE_DIR, "bc_num_slots=1", "gpus=0")
+    listener_job = ""
     try:
         connection = session["connection"]
         host, port, password = connection["host"], connection["port"], str(connection["password"])
-        assert host == _address(CONTROLLER) and len(password) == 16
+        assert host == _address(CONTROLLER) and len(password) == 32
         assert password not in _controller("ps -eo args")
+        # code-server itself listens on no port: only the front does
+        code_server = _controller(f"pgrep -u {USER} -f out/node/entry.js -a")
+        assert "--socket=" in code_server and "--bind" not in code_server, code_server
         action = re.search(r'<form action="([^"]+)"', session["view"]).group(1)
         assert action == f"/rnode/{host}/{port}/login"
         assert f'name="password" value="{password}"' in session["view"]
-        origin = portal.origin
-        # another portal user reaches code-server's login, never the editor
+        assert f'name="base" value="/rnode/{host}/{port}/"' in session["view"]
+        origin, scope = portal.origin, f"/rnode/{host}/{port}/"
+
         peer = portal.signed_in(PEER, action)
-        editor = peer.get(f"{origin}/rnode/{host}/{port}/", verify=False, timeout=30)
-        assert "code-server-session" not in peer.cookies and "login" in editor.url, editor.url
-        guessed = peer.post(
-            f"{origin}{action}", data={"password": "guessed-password"}, verify=False, timeout=30
+        editor = peer.get(f"{origin}{scope}", verify=False, timeout=30)
+        assert editor.status_code == 401 and "workbench" not in editor.text.lower()
+        for guess in range(20):
+            refused = peer.post(
+                f"{origin}{action}",
+                data={"password": f"guessed-password-{guess:02d}", "base": scope},
+                verify=False,
+                timeout=30,
+                allow_redirects=False,
+            )
+            assert refused.status_code == 401 and "set-cookie" not in refused.headers
+        unopened = portal_lab.websocket_status(
+            f"wss://{_address(PORTAL)}{scope}stable-x/", portal_lab.session_cookie(peer)
         )
-        assert "code-server-session" not in peer.cookies, guessed.status_code
+        assert unopened == 401, unopened
+
         started = time.monotonic()
         owner = portal.signed_in(USER, action)
         opened = owner.post(
-            f"{origin}{action}", data={"password": password}, verify=False, timeout=30
+            f"{origin}{action}",
+            data={"password": password, "base": scope},
+            verify=False,
+            timeout=30,
+            allow_redirects=False,
         )
-        assert opened.status_code == 200 and "code-server-session" in owner.cookies, opened.url
-        assert "workbench" in opened.text.lower(), opened.text[:500]
+        assert opened.status_code == 303, (opened.status_code, opened.text[:500])
+        cookie = opened.headers["set-cookie"]
+        assert cookie.startswith("vscode-session=") and "code-server-session" not in cookie
+        # the front's path, which OOD's portal also writes for every /rnode/ backend's cookie
+        # (without the last slash: a cookie path still ends at a slash or the path's end)
+        assert re.search(r"Path=([^;]+)", cookie).group(1).rstrip("/") == scope[:-1], cookie
+        assert {"HttpOnly", "Secure", "SameSite=Strict"} <= {
+            part.strip() for part in cookie.split(";")
+        }, cookie
+        workbench = owner.get(f"{origin}{opened.headers['location']}", verify=False, timeout=30)
+        assert workbench.status_code == 200 and "workbench" in workbench.text.lower()
         logged_in = time.monotonic() - started
+
+        # another user's listener behind the same proxy: the owner's browser sends it the
+        # portal's own session, never the editor's
+        listener_job, record = _listener_of(PEER, host, LISTENER_PORT)
+        seen = owner.get(f"{origin}/rnode/{host}/{LISTENER_PORT}/probe", verify=False, timeout=30)
+        assert seen.status_code == 200 and seen.text == "recorded\n", seen.text[:300]
+        (headers,) = [json.loads(line) for line in _controller(f"cat {record}").splitlines()]
+        cookies_sent = headers.get("Cookie", "")
+        assert "vscode-session" not in cookies_sent and "code-server" not in cookies_sent
+
         shot, seconds = chromium.screenshot(
             origin,
             {
-                name: owner.cookies[name]
-                for name in (portal_lab.login_check.SESSION_COOKIE, "code-server-session")
+                portal_lab.login_check.SESSION_COOKIE: owner.cookies[
+                    portal_lab.login_check.SESSION_COOKIE
+                ],
+                "vscode-session": owner.cookies["vscode-session"],
             },
-            f"/rnode/{host}/{port}/",
+            scope,
             WORKBENCH_DRAWN,
             "vscode-trixie.png",
             settle_seconds=4.0,
@@ -423,7 +491,7 @@ def test_a_vscode_session_runs_on_the_node_and_the_user_reaches_it_through_the_p
         )
         assert shot.stat().st_size > 20_000
     finally:
-        _controller(f"scancel {session['job']}")
+        _controller(f"scancel {session['job']} {listener_job}")
 
 
 def test_status_names_a_stopped_sackd_and_restart_brings_it_back(portal):

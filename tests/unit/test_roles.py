@@ -350,9 +350,9 @@ HOST_RELEASE = platform.freedesktop_os_release()["VERSION_ID"].split(".")[0]
 @pytest.mark.parametrize(
     ("releases", "expected"),
     [
-        ({HOST_RELEASE: "4.100.3"}, None),
+        ({HOST_RELEASE: {"version": "4.100.3", "integrity": "sha512-AA=="}}, None),
         (
-            {"99": "4.0.0"},
+            {"99": {"version": "4.0.0", "integrity": "sha512-AA=="}},
             "the vscode runtime needs code-server built for this release's Node.js: Debian 99 "
             f"only (this host runs {HOST_RELEASE})",
         ),
@@ -366,7 +366,7 @@ def test_slurm_worker_refuses_vscode_where_code_server_has_no_release(tmp_path, 
         "slurm_worker",
         {"slurm_worker_interactive_runtimes": ["vscode"]},
         facts=True,
-        extra_vars={"__slurm_worker_code_server_versions": releases},
+        extra_vars={"__slurm_worker_code_server_releases": releases},
     )
     if expected is None:
         assert ran.returncode == 0, ran.stdout[-2000:]
