@@ -521,6 +521,73 @@ def check_a_hostile_job_name_is_read_as_a_name(lab_name: str, env: dict[str, str
         on_host(lab_name, ctl, f"scancel {job}")
 
 
+SEPARATOR_WATCHER = ROOT / "tests" / "e2e" / "separator_watcher.py"
+# the typed tasks' command on a member, which the driver runs over SSH with the request on stdin
+TASK_COMMAND = "/usr/local/libexec/slurm-app/task"
+
+
+def check_no_reader_separator_reaches_another_user(lab_name: str, queries: int = 100) -> dict:
+    """Issue 65 (4), against the lab's real Slurm: a cluster user of the controller's host
+    reads every process's command line during `queries` calls of the queue task (all, pending,
+    completed, failed in turn: squeue, and sacct where accounting answers), and renames a held
+    job of theirs for each separator they see, to forge a row (cancelling it after a sacct's).
+    No answer holds a forged row, and no squeue separator was ever on a command line.
+    Returns the commands whose separators the watcher saw, counted."""
+    ctl = f"{lab_name}-ctl"
+    user = lab_spec.LAB_USER["name"]
+    tools = "/opt/slurm-app-e2e-names"
+    upload(lab_name, ctl, {SEPARATOR_WATCHER.name: SEPARATOR_WATCHER}, tools)
+    held = on_host(
+        lab_name,
+        ctl,
+        f"cd /tmp && for i in $(seq 40); do runuser -u {user} -- sbatch --parsable --hold "
+        "-o /dev/null --wrap true; done",
+    ).split()
+    stop, seen = "/tmp/separator-watcher.stop", "/tmp/separator-watcher.json"
+    on_host(
+        lab_name,
+        ctl,
+        f"rm -f {stop} && cd /tmp && (runuser -u {user} -- python3 "
+        f"{tools}/{SEPARATOR_WATCHER.name} {','.join(held)} {stop} > {seen} 2>&1 &)",
+    )
+    try:
+        states = ["", "pending", "completed", "failed"]
+        envelopes = [
+            json.dumps(
+                {
+                    "task": "queue",
+                    "correlation_id": f"watched-{n}",
+                    "input": {"state": states[n % 4]} if states[n % 4] else {},
+                }
+            )
+            for n in range(queries)
+        ]
+        listed = base64.b64encode(("\n".join(envelopes) + "\n").encode()).decode()
+        on_host(lab_name, ctl, f"echo {listed} | base64 -d > /tmp/watched-queries.jsonl")
+        answers = on_host(
+            lab_name,
+            ctl,
+            f"while IFS= read -r envelope; do printf '%s\\n' \"$envelope\" | {TASK_COMMAND} "
+            "| tail -n 1; done < /tmp/watched-queries.jsonl",
+        ).splitlines()
+    finally:
+        on_host(
+            lab_name,
+            ctl,
+            f"touch {stop}; for i in $(seq 50); do pgrep -f {SEPARATOR_WATCHER.name} >/dev/null "
+            f"|| break; sleep 0.2; done; scancel {' '.join(held)}",
+        )
+    assert len(answers) == queries
+    for answer in map(json.loads, answers):
+        assert answer["status"] == "ok", answer
+        jobs = answer["output"]["jobs"]
+        assert not [j for j in jobs if j["job_id"] == 999999 or j["user"] == "mallory"], jobs
+    watched = json.loads(on_host(lab_name, ctl, f"cat {seen}").splitlines()[-1])
+    commands = [command for command, _ in watched]
+    assert "squeue" not in commands, watched
+    return {command: commands.count(command) for command in sorted(set(commands))}
+
+
 def check_a_running_job_keeps_its_node(
     lab_name: str, env: dict[str, str], worker: str, job: str
 ) -> None:

@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 from conftest import VENV, console_script, run_events
+from job_checks import print_for_the_note
 from lab_tools import (
     WebhookSink,
     check_a_hostile_job_name_is_read_as_a_name,
     check_controller_replacement,
     check_gpu_job_mapping,
     check_homes_are_their_users_alone,
+    check_no_reader_separator_reaches_another_user,
     kill_host,
     lab_gateway,
     lab_operation,
@@ -497,6 +499,11 @@ def test_drain_waits_for_jobs_never_kills_one_and_resume_returns_the_node(deploy
 
 def test_a_hostile_job_name_is_read_as_a_name(deployed):
     check_a_hostile_job_name_is_read_as_a_name(SPEC.name, deployed["env"], "e2e-w01")
+
+
+def test_a_user_who_watches_proc_cannot_forge_a_queue_answer(deployed):
+    seen = check_no_reader_separator_reaches_another_user(SPEC.name)
+    print_for_the_note({"24.11: separators seen on command lines": seen})
 
 
 def test_homes_are_their_users_alone(deployed):

@@ -26,6 +26,7 @@ from lab_tools import (
     check_controller_replacement,
     check_gpu_job_mapping,
     check_homes_are_their_users_alone,
+    check_no_reader_separator_reaches_another_user,
     check_the_journal_of,
     check_typed_tasks,
     deploy_lab,
@@ -276,6 +277,11 @@ def test_the_jobs_and_nodes_tabs_typed_tasks_on_22_05(cluster):
 
 def test_a_hostile_job_name_is_read_as_a_name_on_22_05(cluster):
     check_a_hostile_job_name_is_read_as_a_name(SPEC.name, cluster, "old-w01")
+
+
+def test_a_user_who_watches_proc_cannot_forge_a_queue_answer_on_22_05(cluster):
+    seen = check_no_reader_separator_reaches_another_user(SPEC.name)
+    print_for_the_note({"22.05: separators seen on command lines": seen})
 
 
 def test_a_jobs_detail_output_and_usage_on_22_05(cluster):

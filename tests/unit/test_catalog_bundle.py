@@ -374,7 +374,11 @@ def test_every_report_read_is_a_read(accounting):
             return ast.literal_eval(environment.from_string(value).render(variables))
 
         rendered = render(reads["commands"])
-        commands |= {name: render(argv) for name, argv in rendered.items()}
+        # an argv, or a slurm_command's {argv, environment}
+        commands |= {
+            name: argv["argv"] if isinstance(argv, dict) else argv
+            for name, argv in ((name, render(given)) for name, given in rendered.items())
+        }
         commands |= {
             unit_list: filters["slurm_unit_states_command"](["unit"])
             for unit_list in reads["units"]

@@ -62,6 +62,28 @@ def test_arguments_are_never_read_by_a_shell(tmp_path):
     assert not marker.exists()
 
 
+def test_a_slurm_commands_environment_reaches_it_and_never_its_command_line(tmp_path):
+    """Issue 65 (4): squeue's format, which holds the separator, is in its environment."""
+    shows = [
+        sys.executable,
+        "-c",
+        "import os, sys; print(os.environ['SQUEUE_FORMAT2'], open('/proc/self/cmdline').read())",
+    ]
+    read = slurm_read.read_all(
+        {"jobs": {"argv": shows, "environment": {"SQUEUE_FORMAT2": "JobID:|sep|"}}}, {}, 20
+    )
+    shown, cmdline = read["commands"]["jobs"]["stdout"].split(" ", 1)
+    assert shown == "JobID:|sep|" and "|sep|" not in cmdline
+
+
+@pytest.mark.parametrize(
+    "given",
+    [[], ["a", 1], {"argv": ["a"]}, {"argv": ["a"], "environment": {"X": 1}}, "squeue"],
+)
+def test_a_command_of_neither_form_is_refused(given):
+    assert slurm_read.as_command(given) is None
+
+
 def test_a_command_past_its_timeout_is_reported_not_waited_for():
     read = slurm_read.read_all({"hangs": ["sleep", "30"]}, {}, timeout=1)
     assert read["commands"]["hangs"]["rc"] == -1

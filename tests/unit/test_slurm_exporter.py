@@ -53,9 +53,11 @@ SPEC_NAMES = [
 ]
 
 
-def unseparated(argv: list[str]) -> str:
-    """A command line less its text form's separator, which is new at each call."""
-    return SLURM_SEPARATOR.sub(SEPARATOR_MARK, " ".join(argv))
+def unseparated(argv: list[str], environment: dict[str, str] | None = None) -> str:
+    """A command line and what it adds to the environment (a slurm_command's), less its text
+    form's separator, which is new at each call."""
+    added = [f"{name}={value}" for name, value in sorted((environment or {}).items())]
+    return SLURM_SEPARATOR.sub(SEPARATOR_MARK, " ".join([*added, *argv]))
 
 
 class FakeSlurm:
@@ -65,9 +67,9 @@ class FakeSlurm:
         self.answers = answers
         self.calls: list[list[str]] = []
 
-    def __call__(self, argv: list[str]) -> str:
+    def __call__(self, argv: list[str], environment: dict[str, str] | None = None) -> str:
         self.calls.append(argv)
-        key = unseparated(argv)
+        key = unseparated(argv, environment)
         if key not in self.answers:
             raise subprocess.CalledProcessError(1, argv, stderr="unexpected command")
         return self.answers[key]
@@ -95,7 +97,7 @@ def captured(version: str, ended: str = ENDED_JOBS) -> FakeSlurm:
     return FakeSlurm(
         {
             nodes[0]: (folder / nodes[1]).read_text(),
-            unseparated(jobs): answer + slurm_text(ended, like=answer),
+            unseparated(**jobs): answer + slurm_text(ended, like=answer),
             "sdiag": (folder / "sdiag.txt").read_text(),
         }
     )
@@ -217,7 +219,7 @@ def test_a_collection_that_cannot_be_read_is_counted_and_the_scrape_still_answer
     """Issue 44 (4): an answer the readers refuse is slurm_up 0 and one more failure counted,
     never a failed scrape (an HTTP 500 would take every slurm_* series away)."""
     slurm = captured("24.11")
-    jobs_key = next(key for key in slurm.answers if key.startswith("squeue"))
+    jobs_key = next(key for key in slurm.answers if "squeue" in key)
     slurm.answers[jobs_key] = "424242|bob|RUNNING\n"
     now = [0.0]
     collector = exporter.SlurmCollector("24.11.5", run=slurm, clock=lambda: now[0])
@@ -235,9 +237,9 @@ def test_the_jobs_query_lists_what_ended_in_every_version():
     """squeue's text form with -t all, whatever the version: the JSON form's 5 KB per job
     (24.11) is what the exporter avoids."""
     for version in ("22.05.8", "24.11.5"):
-        argv = slurm_command("jobs", version, json=False, ended=True)
+        argv = slurm_command("jobs", version, json=False, ended=True)["argv"]
         assert argv[:3] == ["squeue", "-t", "all"] and "--json" not in argv
-    assert "-t" not in slurm_command("jobs", json=False)
+    assert "-t" not in slurm_command("jobs", json=False)["argv"]
 
 
 def test_the_exposition_carries_every_name_the_spec_lists():
@@ -265,7 +267,7 @@ def _collector_over(queue: list[str], top: int = 20):
     """A collector whose squeue answers each entry of `queue` in turn (a new one per
     collection), with the captured 24.11 nodes."""
     slurm = captured("24.11", ended="")
-    jobs_key = unseparated(slurm_command("jobs", json=False, ended=True))
+    jobs_key = unseparated(**slurm_command("jobs", json=False, ended=True))
     now = [0.0]
     collector = exporter.SlurmCollector(
         "24.11.5", run=slurm, cache_seconds=30, clock=lambda: now[0], top=top

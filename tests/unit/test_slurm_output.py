@@ -12,6 +12,8 @@ import pytest
 from conftest import ROOT
 from slurm_readers.accounting import slurm_accounting
 from slurm_readers.commands import (
+    ENDED_BEFORE,
+    ENDED_STATES,
     JOB_FIELDS,
     SEPARATOR_MARK,
     TEXT_COMMANDS,
@@ -107,8 +109,8 @@ def test_a_cloud_node_nothing_resumed_reads_powered_down_from_json():
 
 
 def test_24_11_sinfo_json_groups_nodes_so_nodes_come_from_scontrol():
-    assert slurm_command("nodes", "24.11.5") == ["scontrol", "show", "nodes", "--json"]
-    assert slurm_command("nodes", "22.05.8") == ["sinfo", "--json"]
+    assert slurm_command("nodes", "24.11.5")["argv"] == ["scontrol", "show", "nodes", "--json"]
+    assert slurm_command("nodes", "22.05.8")["argv"] == ["sinfo", "--json"]
     assert "nodes" not in json.loads(_read("24.11", "sinfo.json"))
 
 
@@ -117,7 +119,7 @@ def test_a_read_before_the_version_is_known_holds_the_form_the_version_picks(ver
     # status reads slurmctld's version and the node listing in one round trip
     forms = slurm_command_forms("nodes", "controller_nodes_")
     picked = slurm_command("nodes", f"{version}.5")
-    assert forms["controller_nodes_" + picked[0]] == picked
+    assert forms["controller_nodes_" + picked["argv"][0]] == picked
     assert len(forms) == 2
 
 
@@ -185,17 +187,22 @@ def test_24_11_accounting_reads_the_same_from_json_and_text():
 
 
 def test_22_05_accounting_uses_text_because_its_json_exit_codes_are_wrong():
-    assert slurm_command("accounting", "22.05.8", job_ids=[4])[:2] == ["sacct", "-n"]
-    assert slurm_command("accounting", "24.11.5", job_ids=[4, 5])[-2:] == ["-j", "4,5"]
+    assert slurm_command("accounting", "22.05.8", job_ids=[4])["argv"][:2] == ["sacct", "-n"]
+    assert slurm_command("accounting", "24.11.5", job_ids=[4, 5])["argv"][-2:] == ["-j", "4,5"]
     failed = [r for r in slurm_accounting(_read("22.05", "sacct.json")) if r["id"] == "4"]
     assert failed[0]["state"] == "FAILED" and failed[0]["exit_code"] == "0:0"  # the defect
 
 
 def test_text_fallbacks_are_what_the_readers_expect():
     for what in ("nodes", "jobs", "accounting"):
-        argv = slurm_command(what, "24.11.5", json=False)
-        separator = _separator(" ".join(argv))
-        assert argv == [arg.replace(SEPARATOR_MARK, separator) for arg in TEXT_COMMANDS[what]]
+        command = slurm_command(what, "24.11.5", json=False)
+        separator = _separator(_shown(command))
+        expected = [arg.replace(SEPARATOR_MARK, separator) for arg in TEXT_COMMANDS[what]]
+        # squeue's format moved from the command line to its variable
+        if what == "jobs":
+            assert command["environment"] == {"SQUEUE_FORMAT2": expected[4]}
+            del expected[3:5]
+        assert command["argv"] == expected
     with pytest.raises(ValueError, match="unknown Slurm query"):
         slurm_command("licenses", "24.11.5")
 
@@ -220,6 +227,11 @@ def test_a_slurm_error_in_json_is_not_read_as_an_empty_cluster():
         slurm_nodes(answer)
 
 
+def _shown(command: dict) -> str:
+    """A command's argv and what it adds to the environment, as one text."""
+    return " ".join([*command["argv"], *command["environment"].values()])
+
+
 def _separator(text: str) -> str:
     found = re.findall(r"\|[0-9a-f]{24}\|", text)
     assert found, text
@@ -231,18 +243,49 @@ def _answer(rows: list[list[str]], separator: str) -> str:
 
 
 def test_every_text_query_has_a_separator_of_its_own():
-    made = {_separator(" ".join(text_command("jobs"))) for _ in range(50)}
+    made = {_separator(_shown(text_command("jobs"))) for _ in range(50)}
     assert len(made) == 50
     for what in TEXT_COMMANDS:
-        argv = text_command(what)
-        assert SEPARATOR_MARK not in " ".join(argv)
-        assert len(set(re.findall(r"\|[0-9a-f]{24}\|", " ".join(argv)))) == 1, argv
+        command = text_command(what)
+        assert SEPARATOR_MARK not in _shown(command)
+        assert len(set(re.findall(r"\|[0-9a-f]{24}\|", _shown(command)))) == 1, command
+
+
+# the fields of sacct's text queries that a job's user writes (a job's name, its paths)
+USER_MADE_SACCT_FIELDS = {"JobName", "WorkDir", "StdOut", "StdErr", "Comment"}
+# what sinfo's text query prints of a node: nothing a cluster user writes (Slurm's, the
+# configuration's, a reason root or an operator gave)
+SLURM_MADE_NODE_FIELDS = {"%N", "%T", "%C", "%m", "%G", "%P", "%E"}
+
+
+@pytest.mark.parametrize("what", sorted(TEXT_COMMANDS))
+def test_no_text_query_shows_other_users_a_separator_they_could_write(what):
+    """Issue 65 (4): another user of the host reads every command line in /proc. squeue's
+    separator is in its environment only; sinfo's node rows hold nothing a user writes; sacct's
+    is on its command line (it has no variable for it), so a sacct query that carries a field
+    its user writes lists only jobs that ended before it started, whose rows no one can change
+    any more."""
+    for version in ("22.05.8", "24.11.5"):
+        command = slurm_command(what, version, json=False, job_ids=[7])
+        argv, separator = command["argv"], _separator(_shown(command))
+        if argv[0] == "squeue":
+            assert separator not in " ".join(argv) and separator in _shown(command)
+            continue
+        if argv[0] == "sinfo":
+            assert set(argv[argv.index("-o") + 1].split(separator)) <= SLURM_MADE_NODE_FIELDS
+            continue
+        assert argv[0] == "sacct" and separator in " ".join(argv)
+        fields = set(argv[argv.index("-o") + 1].split(","))
+        if fields & USER_MADE_SACCT_FIELDS:
+            states = argv[argv.index("-s") + 1].split(",")
+            assert set(states) == set(ENDED_STATES) and "PENDING" not in states
+            assert argv[argv.index("-E") + 1] == ENDED_BEFORE
 
 
 def test_a_malformed_text_line_is_an_error():
     with pytest.raises(ValueError, match="sinfo answer, without its separator"):
         slurm_nodes("w01|idle\n")
-    separator = _separator(" ".join(text_command("nodes")))
+    separator = _separator(_shown(text_command("nodes")))
     with pytest.raises(ValueError, match="sinfo answer: 2 fields"):
         slurm_nodes(f"w01{separator}idle\n")
 
@@ -256,7 +299,7 @@ def test_no_job_name_or_reason_changes_what_is_read(version, monkeypatch):
     captured = _read(version, "jobs.txt")
     separator = _separator(captured)
     (running, pending) = slurm_jobs(captured)
-    other = _separator(" ".join(text_command("jobs")))
+    other = _separator(_shown(text_command("jobs")))
     template = captured.split(separator)
     names = [
         "x\n" + "|".join(["424242", "RUNNING", "bob"] + ["1"] * 11),
@@ -295,7 +338,7 @@ def test_the_readers_need_only_the_standard_library(tmp_path: Path):
 def test_a_narrowed_nodes_query_is_the_text_form_in_every_version():
     """22.05's `sinfo --json -n w1` lists every node (seen in the lab): narrowing is text."""
     for version in ("22.05.8", "24.11.5"):
-        assert slurm_command("nodes", version, nodes=["w1", "w2"])[:3] == [
+        assert slurm_command("nodes", version, nodes=["w1", "w2"])["argv"][:3] == [
             "sinfo",
             "-n",
             "w1,w2",
@@ -303,9 +346,9 @@ def test_a_narrowed_nodes_query_is_the_text_form_in_every_version():
 
 
 def test_a_jobs_query_on_nodes_is_the_text_form_narrowed_by_w():
-    argv = slurm_command("jobs", "24.11.5", nodes=["w1"])
+    argv = slurm_command("jobs", "24.11.5", nodes=["w1"])["argv"]
     assert argv[:3] == ["squeue", "-w", "w1"] and "--json" not in argv
-    assert slurm_command("jobs", "24.11.5") == ["squeue", "--json"]
+    assert slurm_command("jobs", "24.11.5")["argv"] == ["squeue", "--json"]
 
 
 def test_unit_states_name_what_is_not_installed():
@@ -363,7 +406,7 @@ def test_taking_jobs_leaves_out_drained_and_silent_nodes():
     ],
 )
 def test_sinfo_state_words(word, base, flags, state):
-    separator = _separator(" ".join(text_command("nodes")))
+    separator = _separator(_shown(text_command("nodes")))
     (node,) = slurm_nodes(
         separator.join(["w1", word, "0/2/0/2", "1000", "(null)", "batch*", "none"]) + "\n"
     )

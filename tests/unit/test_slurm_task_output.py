@@ -243,7 +243,7 @@ def test_the_usage_task_answers_per_account_user_and_day(host, tmp_path, monkeyp
     period = {"from": time.strftime("%Y-%m-%d", time.gmtime(day))}
     period["to"] = period["from"]
     whole = check_output("usage", ask(host, tmp_path, "usage", period, None))
-    assert captured["options"] == {"epoch_times": True}
+    assert captured["options"] == {"environment": {}, "epoch_times": True}
     assert captured["argv"][:2] == ["sacct", "-n"] and "-D" in captured["argv"]
     assert whole["scope"] == "instance" and whole["allocations"] == 2
     (account,) = whole["accounts"]
@@ -266,7 +266,9 @@ def test_the_usage_task_answers_per_account_user_and_day(host, tmp_path, monkeyp
 
 
 def test_the_usage_query_asks_sacct_for_the_period_a_day_wider():
-    argv = slurm_command("usage", "24.11.5", period=("2026-11-30T00:00:00", "2026-12-03T00:00:00"))
+    argv = slurm_command("usage", "24.11.5", period=("2026-11-30T00:00:00", "2026-12-03T00:00:00"))[
+        "argv"
+    ]
     assert argv[argv.index("-S") + 1] == "2026-11-30T00:00:00"
     assert argv[argv.index("-E") + 1] == "2026-12-03T00:00:00"
     assert [a for a in argv if a in ("-X", "-D")] == ["-X", "-D"] and "-a" in argv

@@ -27,6 +27,7 @@ has.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import threading
@@ -44,7 +45,8 @@ from slurm_readers.nodes import POWER_FLAGS, slurm_node_usage, slurm_nodes
 from slurm_readers.scheduler import FIGURES, slurm_scheduler
 from slurm_readers.versions import slurm_version
 
-Runner = Callable[[list], str]
+# argv, then the environment a slurm_command adds: its stdout
+Runner = Callable[..., str]
 
 # Every series exists from the first scrape, so dashboards and alerts never see a gap. The
 # community exporter's states, and `other` for what none of them names (future, unknown).
@@ -120,8 +122,18 @@ SCHEDULER_HELP = {
 WAIT_BUCKETS = (10, 30, 60, 300, 900, 1800, 3600, 7200, 21600, 43200, 86400, 172800)
 
 
-def run_command(argv: list, timeout: float = 30) -> str:
-    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=timeout).stdout
+def run_command(
+    argv: list[str], environment: dict[str, str] | None = None, timeout: float = 30
+) -> str:
+    """A command's stdout, with `environment` added (a slurm_command's: `**slurm_command()`)."""
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=timeout,
+        env={**os.environ, **(environment or {})},
+    ).stdout
 
 
 # A flag that keeps a node from taking new jobs wins over its base state, in this order: an
@@ -212,11 +224,11 @@ class SlurmCollector:
     def _read(self, now: float) -> Snapshot:
         started = time.perf_counter()
         try:
-            nodes_output = self.run(slurm_command("nodes", self.version))
+            nodes_output = self.run(**slurm_command("nodes", self.version))
             # Jobs in squeue's text form: 24.11's JSON carries ~5 KB per job, and parsing it
             # took 0.9 s of every collection at 10,000 jobs (bench/README.md); the text form
             # reads the same records in every version.
-            jobs_output = self.run(slurm_command("jobs", self.version, json=False, ended=True))
+            jobs_output = self.run(**slurm_command("jobs", self.version, json=False, ended=True))
             if nodes_output.lstrip().startswith("{"):
                 nodes = slurm_node_usage(nodes_output)
             else:  # a build without the JSON serializer: no GPU use in the text forms

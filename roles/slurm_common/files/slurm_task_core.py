@@ -31,16 +31,18 @@ class TaskError(Exception):
 
 def slurm(
     argv: list[str],
+    environment: dict[str, str] | None = None,
     user: str | None = None,
     stdin: str | None = None,
     epoch_times: bool = False,
 ) -> str:
-    """A Slurm command (as `user` through runuser when given): its stdout; `epoch_times`: it
-    prints times as epoch seconds. Slurm that does not answer is scheduler_unavailable; a
-    refusal keeps Slurm's own message."""
+    """A Slurm command (as `user` through runuser when given) with `environment` added (a
+    slurm_command's: `slurm(**slurm_command(...))`): its stdout; `epoch_times`: it prints
+    times as epoch seconds. Slurm that does not answer is scheduler_unavailable; a refusal
+    keeps Slurm's own message."""
     if user is not None:
         argv = ["runuser", "-u", user, "--", *argv]
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+    env = {**(environment or {}), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
     if epoch_times:
         env["SLURM_TIME_FORMAT"] = "%s"
     try:

@@ -31,7 +31,7 @@ def job_parts(config: dict[str, Any], job_id: int) -> tuple[list[dict[str, Any]]
         return [p for p in parts if job_id in (p["id"], p["array_job_id"], p["het_job_id"])]
 
     try:
-        answer = core.slurm(slurm_command("job", version, json=False, job_ids=[job_id]))
+        answer = core.slurm(**slurm_command("job", version, json=False, job_ids=[job_id]))
         live = ours(slurm_job_detail(answer, "job"))
     except TaskError as error:
         if "Invalid job id" not in error.message:
@@ -40,10 +40,11 @@ def job_parts(config: dict[str, Any], job_id: int) -> tuple[list[dict[str, Any]]
     ended = live and all(p["exit_code"] is not None for p in live)
     if not config["accounting"] or (live and not ended):
         return live, "slurmctld"
-    argv = slurm_command("job_record", version, json=False, job_ids=[job_id])
+    record = slurm_command("job_record", version, json=False, job_ids=[job_id])
     with_paths = slurm_version_tuple(version) >= JOB_RECORD_PATHS_SINCE
-    recorded = ours(slurm_job_detail(core.slurm(argv), "job_record", with_paths=with_paths))
-    if not recorded:
+    recorded = ours(slurm_job_detail(core.slurm(**record), "job_record", with_paths=with_paths))
+    # accounting lists a part once it ended more than a moment ago (commands.ENDED_BEFORE)
+    if not recorded or len(recorded) < len(live):
         return live, "slurmctld"
     if not with_paths:
         # 22.05's accounting keeps no paths: slurmctld's, while it still holds the job
@@ -199,8 +200,8 @@ def task_usage(config: dict[str, Any], request: dict[str, Any]) -> dict[str, Any
     local = [
         time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) for t in (start - DAY, end + DAY)
     ]
-    argv = slurm_command("usage", config["version"], period=(local[0], local[1]))
-    used = slurm_usage(core.slurm(argv, epoch_times=True), start, end, now)
+    usage = slurm_command("usage", config["version"], period=(local[0], local[1]))
+    used = slurm_usage(core.slurm(**usage, epoch_times=True), start, end, now)
     accounts = []
     for account, users in sorted(used["accounts"].items()):
         rows = [

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 import slurm_task_core as core
-from slurm_readers.commands import slurm_command
+from slurm_readers.commands import ENDED_STATES, slurm_command
 from slurm_readers.job_detail import duration, iso
 from slurm_readers.jobs import slurm_history, slurm_jobs
 from slurm_readers.nodes import slurm_node_usage, slurm_nodes
@@ -17,16 +17,7 @@ STATE_FILTERS = {
     "pending": {"PENDING"},
     "running": {"RUNNING", "SUSPENDED", "COMPLETING"},
     "completed": {"COMPLETED"},
-    "failed": {
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "OUT_OF_MEMORY",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "PREEMPTED",
-    },
+    "failed": set(ENDED_STATES) - {"COMPLETED"},
 }
 # sacct's --starttime for the completed and failed views: what a queue page shows.
 HISTORY_DAYS = 7
@@ -62,13 +53,13 @@ def task_queue(config: dict[str, Any], request: dict[str, Any]) -> dict[str, Any
     owner = request["input"].get("user")
     now = int(time.time())
     jobs = slurm_jobs(
-        core.slurm(slurm_command("jobs", config["version"], json=False, ended=True)),
+        core.slurm(**slurm_command("jobs", config["version"], json=False, ended=True)),
         ended=True,
     )
     from_history = wanted in ("completed", "failed") and config["accounting"]
     if from_history:
-        argv = slurm_command("history", config["version"], since_days=HISTORY_DAYS)
-        jobs = slurm_history(core.slurm(argv))
+        history = slurm_command("history", config["version"], since_days=HISTORY_DAYS)
+        jobs = slurm_history(core.slurm(**history))
     if wanted:
         jobs = [j for j in jobs if j["state"] in STATE_FILTERS[wanted]]
     if owner:
@@ -82,7 +73,7 @@ def task_queue(config: dict[str, Any], request: dict[str, Any]) -> dict[str, Any
 
 
 def task_nodes(config: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-    answer = core.slurm(slurm_command("nodes", config["version"]))
+    answer = core.slurm(**slurm_command("nodes", config["version"]))
     if answer.lstrip().startswith("{"):
         nodes = slurm_node_usage(answer)
     else:  # a build without the JSON serializer: no GPU or memory use in the text form
@@ -136,9 +127,10 @@ def task_submit(config: dict[str, Any], request: dict[str, Any]) -> dict[str, An
 def task_cancel(config: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     user = cluster_user(config, request.get("user"))
     job_id = int(request["input"]["job_id"])  # JSON Schema's integer admits 5.0
-    argv = slurm_command("jobs", config["version"], json=False, ended=True)
+    queue = slurm_command("jobs", config["version"], json=False, ended=True)
+    queue["argv"] += ["-j", str(job_id)]
     try:
-        listed = slurm_jobs(core.slurm([*argv, "-j", str(job_id)]), ended=True)
+        listed = slurm_jobs(core.slurm(**queue), ended=True)
     except TaskError as error:
         if "Invalid job id" not in error.message:
             raise

@@ -14,7 +14,10 @@ description:
   - Reads only; check mode runs it too.
 options:
   commands:
-    description: Name to argv (a list of strings, run without a shell).
+    description:
+      - Name to argv (a list of strings, run without a shell), or to a slurm_command filter's
+        answer, C(argv) and C(environment) (variables added to the command's environment,
+        where other users of the host cannot read them, unlike a command line).
     type: dict
     default: {}
   urls:
@@ -33,6 +36,7 @@ EXAMPLES = r"""
     commands:
       slurmctld: [slurmctld, -V]
       nodes: [scontrol, show, nodes, --json]
+      jobs: "{{ 'jobs' | slurm_command(nodes=['w01']) }}"
     urls:
       targets: http://127.0.0.1:9090/api/v1/targets
     timeout: 10
@@ -55,6 +59,7 @@ urls:
 """
 
 import json  # noqa: E402
+import os  # noqa: E402
 import subprocess  # noqa: E402
 import urllib.error  # noqa: E402
 import urllib.parse  # noqa: E402
@@ -65,9 +70,16 @@ from typing import Any  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 
-def run_command(argv: list[str], timeout: int) -> dict[str, Any]:
+def run_command(argv: list[str], environment: dict[str, str], timeout: int) -> dict[str, Any]:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, **environment},
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"rc": -1, "stdout": "", "stderr": str(exc)}
     return {"rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
@@ -91,12 +103,28 @@ def fetch(url: str, timeout: int) -> dict[str, Any]:
     return {"status": status, "json": decoded}
 
 
-def read_all(
-    commands: dict[str, list[str]], urls: dict[str, str], timeout: int
-) -> dict[str, dict[str, Any]]:
-    """Every read at once: a host's answer takes as long as its slowest read, not their sum."""
+def as_command(given: Any) -> tuple[list[str], dict[str, str]] | None:
+    """An argv, or a slurm_command's {argv, environment}; None where it is neither."""
+    argv, environment = given, {}
+    if isinstance(given, dict) and set(given) == {"argv", "environment"}:
+        argv, environment = given["argv"], given["environment"]
+    strings = isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)
+    named = isinstance(environment, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in environment.items()
+    )
+    return (argv, environment) if strings and named else None
+
+
+def read_all(commands: dict[str, Any], urls: dict[str, str], timeout: int) -> dict[str, dict]:
+    """Every read at once (`commands`: each as_command's): a host's answer takes as long as its
+    slowest read, not their sum."""
+    parts = {name: as_command(given) for name, given in commands.items()}
     with ThreadPoolExecutor(max_workers=max(1, len(commands) + len(urls))) as pool:
-        ran = {name: pool.submit(run_command, argv, timeout) for name, argv in commands.items()}
+        ran = {
+            name: pool.submit(run_command, *command, timeout)
+            for name, command in parts.items()
+            if command is not None
+        }
         fetched = {name: pool.submit(fetch, url, timeout) for name, url in urls.items()}
         return {
             "commands": {name: future.result() for name, future in ran.items()},
@@ -114,9 +142,12 @@ def main() -> None:
         supports_check_mode=True,
     )
     commands = module.params["commands"]
-    for name, argv in commands.items():
-        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-            module.fail_json(msg=f"commands.{name}: expected a non-empty list of strings")
+    for name, given in commands.items():
+        if as_command(given) is None:
+            module.fail_json(
+                msg=f"commands.{name}: expected a non-empty list of strings, or argv and "
+                "environment (a slurm_command)"
+            )
     module.exit_json(
         changed=False, **read_all(commands, module.params["urls"], module.params["timeout"])
     )

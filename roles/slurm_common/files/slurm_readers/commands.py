@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from typing import Any
+from typing import Any, TypedDict
 
 from .versions import slurm_version_tuple
 
@@ -125,6 +125,38 @@ ACCOUNTING_FIELDS = ("JobID", "State", "User", "NNodes", "NodeList", "ExitCode")
 SEPARATOR_MARK = "{separator}"
 _SEPARATOR = re.compile(r"\|[0-9a-f]{24}\|")
 
+# squeue reads its format from the environment where the command line gives none. Every user
+# of the host reads a command line in /proc, never another user's environment: a user who saw
+# the separator could rename a pending job to forge the next rows. sinfo -N reads no format
+# from its environment (SINFO_FORMAT only without -N), and a node's fields hold nothing a
+# cluster user writes (a reason is root's or an operator's): its separator may be seen.
+FORMAT_VARIABLES = {"squeue": ("-O", "SQUEUE_FORMAT2")}
+
+# The states a job ends in. sacct has no such variable for its delimiter, so a text query of
+# sacct that carries a field its user makes (a name, a path) lists only jobs that had ended
+# before the command started (ENDED_BEFORE): a job's record no longer changes once it ended,
+# so a user who reads the delimiter in /proc can no longer write it into a row.
+ENDED_STATES = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
+)
+# sacct's end of the window, before its own start by more than the hosts' clocks differ
+ENDED_BEFORE = "now-5"
+
+
+class SlurmCommand(TypedDict):
+    """A Slurm command: its argv (no shell) and what it adds to the environment."""
+
+    argv: list[str]
+    environment: dict[str, str]
+
 
 def _squeue(fields: tuple[str, ...], *options: str) -> list[str]:
     """squeue's -O form: each field but the last ends with the separator (a suffix: -O's
@@ -146,14 +178,19 @@ def _sacct(fields: tuple[str, ...], *options: str) -> list[str]:
     ]
 
 
+_ENDED_ONLY = ("-s", ",".join(ENDED_STATES), "-E", ENDED_BEFORE)
+
 TEXT_COMMANDS: dict[str, list[str]] = {
     "nodes": ["sinfo", "-h", "-N", "-o", SEPARATOR_MARK.join(NODE_FIELDS)],
     "jobs": _squeue(JOB_FIELDS),
     # The jobs that left the queue, one row each (-X: no steps), for the Jobs tab's completed
     # and failed views; slurm_command adds the window's start.
-    "history": _sacct(HISTORY_FIELDS, "-X"),
+    "history": _sacct(HISTORY_FIELDS, "-X", *_ENDED_ONLY),
     "job": _squeue(JOB_DETAIL_FIELDS, "-t", "all"),
-    "job_record": _sacct(JOB_RECORD_FIELDS, "-X"),
+    # read once slurmctld holds the job ended or no more; -S: with -s sacct's window would
+    # otherwise start now
+    "job_record": _sacct(JOB_RECORD_FIELDS, "-X", *_ENDED_ONLY, "-S", "1970-01-01"),
+    # no field a user makes: any job
     "accounting": _sacct(ACCOUNTING_FIELDS),
     # -D: every run of a requeued job, as sreport counts them; slurm_command adds the period
     "usage": _sacct(USAGE_FIELDS, "-X", "-D"),
@@ -180,15 +217,15 @@ JSON_SINCE = {"nodes": (21, 8), "jobs": (21, 8), "accounting": (23, 2)}
 SCONTROL_JSON_SINCE = (23, 2)
 
 
-def slurm_command_forms(what: str, prefix: str = "") -> dict[str, list[str]]:
+def slurm_command_forms(what: str, prefix: str = "") -> dict[str, SlurmCommand]:
     """Every JSON form of `what` across the Slurm versions the bundle reads, keyed by `prefix`
     and the command's name: a read that cannot ask for the version first runs them all in the
-    same round trip, then keeps the one named by `(what | slurm_command(version))[0]`."""
+    same round trip, then keeps the one named by `(what | slurm_command(version)).argv[0]`."""
     forms = (
         slurm_command(what, ".".join(map(str, since)))
         for since in (JSON_SINCE[what], SCONTROL_JSON_SINCE)
     )
-    return {prefix + argv[0]: argv for argv in forms}
+    return {prefix + form["argv"][0]: form for form in forms}
 
 
 def slurm_command(
@@ -200,7 +237,7 @@ def slurm_command(
     ended: bool = False,
     since_days: int = 7,
     period: tuple[str, str] | None = None,
-) -> list[str]:
+) -> SlurmCommand:
     """The argv that asks this Slurm version about `what` (nodes, jobs, accounting): its JSON
     form where the version has a right one and `json` is true, else the text form (which any
     version reads alike: the version may then be empty). `nodes` narrows a nodes or jobs
@@ -208,12 +245,14 @@ def slurm_command(
     the text forms filter alike in every version). `job_ids` narrows an accounting query.
     `ended` makes the text jobs query list the jobs that ended but slurmctld still holds, as
     `squeue --json` always does. `history` (text in every version) covers `since_days`;
-    `usage` the `period` (sacct's -S and -E, as the host's local times)."""
+    `usage` the `period` (sacct's -S and -E, as the host's local times). Run it with its
+    environment added (squeue's and sinfo's format)."""
     if what not in TEXT_COMMANDS:
         raise ValueError(f"unknown Slurm query {what!r}; expected one of {sorted(TEXT_COMMANDS)}")
     node_list = ",".join(nodes or [])
     if node_list:
         json = False
+    environment: dict[str, str] = {}
     if json and what in JSON_SINCE and slurm_version_tuple(version) >= JSON_SINCE[what]:
         if what == "nodes" and slurm_version_tuple(version) >= SCONTROL_JSON_SINCE:
             argv = ["scontrol", "show", "nodes", "--json"]
@@ -224,7 +263,8 @@ def slurm_command(
         else:
             argv = ["sacct", "--json", "-a"]
     else:
-        argv = text_command(what)
+        text = text_command(what)
+        argv, environment = text["argv"], text["environment"]
         if node_list:
             argv[1:1] = ["-n" if what == "nodes" else "-w", node_list]
         if what == "jobs" and ended:
@@ -243,13 +283,19 @@ def slurm_command(
             "JobIDRaw" if field in ("StdOut", "StdErr") else field for field in JOB_RECORD_FIELDS
         ]
         argv[argv.index("-o") + 1] = ",".join(fields)
-    return argv
+    return {"argv": argv, "environment": environment}
 
 
-def text_command(what: str) -> list[str]:
-    """The text form of `what` with a separator of its own: a new random one at each call."""
+def text_command(what: str) -> SlurmCommand:
+    """The text form of `what` with a separator of its own, a new random one at each call;
+    squeue's format, which holds it, in its environment."""
     separator = f"|{secrets.token_hex(12)}|"
-    return [arg.replace(SEPARATOR_MARK, separator) for arg in TEXT_COMMANDS[what]]
+    argv = [arg.replace(SEPARATOR_MARK, separator) for arg in TEXT_COMMANDS[what]]
+    if argv[0] not in FORMAT_VARIABLES:
+        return {"argv": argv, "environment": {}}
+    option, variable = FORMAT_VARIABLES[argv[0]]
+    at = argv.index(option)
+    return {"argv": argv[:at] + argv[at + 2 :], "environment": {variable: argv[at + 1]}}
 
 
 def text_rows(output: str, what: str) -> list[list[str]]:

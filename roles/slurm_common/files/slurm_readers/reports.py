@@ -26,7 +26,9 @@ def slurm_controller_report(read: dict[str, Any], known: dict[str, Any]) -> dict
     slurmctld = answers["controller_slurmctld"]
     version = slurm_version(slurmctld["stdout"]) if slurmctld["rc"] == 0 else ""
     nodes = (
-        answers["controller_nodes_" + slurm_command("nodes", version)[0]] if version else {"rc": -1}
+        answers["controller_nodes_" + slurm_command("nodes", version)["argv"][0]]
+        if version
+        else {"rc": -1}
     )
     munge = re.search(r"[0-9]+[.][0-9]+[.][0-9]+", answers["controller_munge"]["stdout"])
     versions = {"slurmctld": version, "munge": munge.group(0) if munge else None}
