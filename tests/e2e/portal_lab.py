@@ -270,10 +270,28 @@ def desktop_session(
     the password is then rotated; Chromium draws the desktop through noVNC (kept in
     test-artifacts/ as `screenshot`). Yields {job, node, connection, queues: the partitions
     the form's queue field lists} while the session runs, then cancels it and waits until
-    the session card would show it ended."""
+    the session card would show it ended. Before it starts, `peer` has made every display's
+    lock file and socket path on the nodes (issue 65): the desktop starts all the same."""
     values = dict(pair.split("=", 1) for pair in form)
     gpus = int(values.get("gpus", "0"))
-    session = launch_session(portal, "desktop", session_dir, *form)
+    # issue 65: `peer` takes every display the bundle's vncserver would try, as files of theirs
+    # on each node (a lock naming a live process, and the socket's path)
+    nodes = json.loads((lab_spec.lab_dir(portal.lab) / "allocations.json").read_text())
+    planted = "/tmp/.X{1..99}-lock /tmp/.X11-unix/X{1..99}"
+    for node_host in (a["hostname"] for a in nodes if a["hostname"] != portal.host):
+        on_host(
+            portal.lab,
+            node_host,
+            f"id -u {peer} >/dev/null 2>&1 || exit 0; install -d -m 1777 /tmp/.X11-unix && "
+            f"runuser -u {peer} -- bash -c "
+            '\'for n in {1..99}; do printf "%10d\\n" 1 > /tmp/.X$n-lock; '
+            ": > /tmp/.X11-unix/X$n; done'",
+        )
+    try:
+        session = launch_session(portal, "desktop", session_dir, *form)
+    finally:
+        for node_host in (a["hostname"] for a in nodes if a["hostname"] != portal.host):
+            on_host(portal.lab, node_host, f"rm -f {planted}")
     job = session["job"]
     try:
         found = session["connection"]
