@@ -47,19 +47,22 @@ def test_argument_specs_match_defaults(role: Path):
         assert spec.get("default") == defaults[name], name
 
 
-def _role_entries(data) -> "list[tuple[str, str]]":
-    """(role, tasks_from) of every include_role/import_role in a parsed playbook or task file."""
+def _role_includes(data) -> "list[dict]":
+    """The arguments of every include_role/import_role in a parsed playbook or task file."""
     found = []
     if isinstance(data, dict):
-        for action in ROLE_ACTIONS:
-            if isinstance(data.get(action), dict):
-                found.append((data[action]["name"], data[action].get("tasks_from", "main")))
+        found += [data[action] for action in ROLE_ACTIONS if isinstance(data.get(action), dict)]
         for value in data.values():
-            found += _role_entries(value)
+            found += _role_includes(value)
     elif isinstance(data, list):
         for item in data:
-            found += _role_entries(item)
+            found += _role_includes(item)
     return found
+
+
+def _role_entries(data) -> "list[tuple[str, str]]":
+    """(role, tasks_from) of every include_role/import_role in a parsed playbook or task file."""
+    return [(i["name"], i.get("tasks_from", "main")) for i in _role_includes(data)]
 
 
 ROLE_ACTIONS = (
@@ -87,6 +90,32 @@ def test_every_entry_point_is_declared_and_every_other_task_file_marked_internal
         assert {e for r, e in used if r == role.name} <= declared, role.name
         for path in (role / "tasks").glob("*.yml"):
             assert (path.stem in declared) != path.stem.startswith("_"), path
+
+
+def test_an_operation_validates_the_roles_variables_once_per_host():
+    """The preflight every changing operation imports validates all roles' main specs in one
+    task; the playbooks' includes and a role's includes of another role's inner entry points
+    validate nothing again (one validation per include and host was a fifth of a worker's
+    deploy). A role's main, included by another role, still validates where the role runs
+    alone."""
+    preflight = yaml.safe_load((ROOT / "playbooks" / "preflight.yml").read_text())
+    check = next(t for t in preflight[0]["tasks"] if "validate_argument_spec" in str(t))
+    spec = check["vars"]["__preflight_role_specs"]
+    assert all(role.name in spec for role in ROLES)
+    playbooks = [*(ROOT / "playbooks").rglob("*.yml")]
+    for path in playbooks:
+        data = yaml.safe_load(path.read_text())
+        assert not any("roles" in play for play in data if isinstance(play, dict)), path
+        for include in _role_includes(data):
+            assert include.get("rolespec_validate") is False, (path, include)
+    inner = 0
+    for role in ROLES:
+        for path in (role / "tasks").glob("*.yml"):
+            for include in _role_includes(yaml.safe_load(path.read_text())):
+                if include["name"] != role.name and include.get("tasks_from", "main") != "main":
+                    inner += 1
+                    assert include.get("rolespec_validate") is False, (path, include)
+    assert inner > 20
 
 
 def _tasks(role: Path):

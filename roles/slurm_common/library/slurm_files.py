@@ -1,0 +1,291 @@
+#!/usr/bin/python3
+"""Ansible module: a role's files, folders and links on a host, in one step."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: slurm_files
+short_description: A role's files, folders and links on a host, in one step
+description:
+  - Makes each entry of O(files) as it says, in order, and reports which paths changed.
+  - One step instead of a C(copy), C(file) or C(template) task per path. Each task costs the
+    control side about 17 ms of CPU per host, whether it changes anything or not.
+  - A file is written to a temporary name beside it and renamed over the path, so a reader
+    never sees half a file; a link or anything else at the path is replaced, never followed.
+  - A folder's missing parents are made root's, mode 0755.
+  - Owner, group and mode are given where they differ, also to an entry whose content is
+    unchanged.
+  - O(files[].src) is read on the control node by the module's action plugin (from the role's
+    C(files) folder, as C(copy) reads it) and sent with the module's arguments.
+  - Supports check mode and diff mode (the text of a changed file up to 64 KiB, unless the
+    entry says C(diff=false)).
+options:
+  files:
+    description: The entries, made in this order.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      path:
+        description: The absolute path.
+        type: path
+        required: true
+      state:
+        description: What the path is to be.
+        type: str
+        choices: [file, directory, link, absent]
+        default: file
+      content:
+        description: A file's content (or give O(files[].src)).
+        type: str
+      src:
+        description: A file of the role's C(files) folder (or an absolute path on the control
+          node) whose bytes are the file's content.
+        type: str
+      target:
+        description: What a link points at.
+        type: str
+      owner:
+        description: The owner's name.
+        type: str
+        default: root
+      group:
+        description: The group's name.
+        type: str
+        default: root
+      mode:
+        description: The mode, as an octal string (default 0644 for a file, 0755 for a
+          folder).
+        type: str
+      diff:
+        description: Whether diff mode may show the file's text (false for what must not be
+          shown).
+        type: bool
+        default: true
+"""
+
+EXAMPLES = r"""
+- name: Install the desktop's VNC front and the GPU job map's folder
+  slurm_files:
+    files:
+      - {path: /usr/local/libexec/slurm-app-vnc, state: directory}
+      - {path: /usr/local/libexec/slurm-app-vnc/vncserver, src: vncserver, mode: "0755"}
+      - path: /etc/tmpfiles.d/slurm-app-gpu-jobs.conf
+        content: "d /run/slurm-app 0755 root root -\n"
+      - {path: /usr/local/bin/code-server, state: link, target: /opt/code-server/out/node/entry.js}
+      - {path: /usr/local/bin/old-tool, state: absent}
+"""
+
+RETURN = r"""
+changed_paths:
+  description: The paths made, rewritten, given another owner or mode, or removed (in check
+    mode, those that would be).
+  type: list
+  elements: str
+  returned: always
+"""
+
+import base64  # noqa: E402
+import grp  # noqa: E402
+import os  # noqa: E402
+import pwd  # noqa: E402
+import shutil  # noqa: E402
+import stat  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+DIFF_LIMIT = 65536
+DEFAULT_MODES = {"file": "0644", "directory": "0755"}
+
+
+def wanted_bytes(entry: dict) -> bytes:
+    if entry.get("content_b64") is not None:
+        return base64.b64decode(entry["content_b64"])
+    return (entry.get("content") or "").encode()
+
+
+def current_bytes(path: Path) -> bytes | None:
+    """The file's bytes, or None where the path is not a regular file (a link is not)."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return path.read_bytes()
+
+
+def ids(entry: dict) -> tuple[int, int]:
+    return pwd.getpwnam(entry["owner"]).pw_uid, grp.getgrnam(entry["group"]).gr_gid
+
+
+def attributes_differ(path: Path, uid: int, gid: int, mode: int) -> bool:
+    info = path.lstat()
+    return (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) != (uid, gid, mode)
+
+
+def is_folder(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+def clear(path: Path) -> None:
+    """Remove whatever is at the path; a link is removed, not followed."""
+    if is_folder(path):
+        shutil.rmtree(path)
+    elif path.is_symlink() or path.exists():
+        path.unlink()
+
+
+def make_parents(path: Path) -> None:
+    if not path.parent.is_dir():
+        path.parent.mkdir(mode=0o755, parents=True)
+
+
+def ensure_file(entry: dict, check: bool, diffs: list[dict]) -> bool:
+    path = Path(entry["path"])
+    uid, gid = ids(entry)
+    mode = int(entry["mode"] or DEFAULT_MODES["file"], 8)
+    wanted = wanted_bytes(entry)
+    before = current_bytes(path)
+    if before == wanted:
+        if not attributes_differ(path, uid, gid, mode):
+            return False
+        if not check:
+            os.chown(path, uid, gid)
+            path.chmod(mode)
+        return True
+    if entry["diff"] and len(wanted) <= DIFF_LIMIT and len(before or b"") <= DIFF_LIMIT:
+        diffs.append(
+            {
+                "before_header": str(path),
+                "after_header": str(path),
+                "before": (before or b"").decode(errors="replace"),
+                "after": wanted.decode(errors="replace"),
+            }
+        )
+    if check:
+        return True
+    make_parents(path)
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=".slurm_files.")
+    temporary = Path(name)
+    try:
+        os.fchown(handle, uid, gid)
+        os.fchmod(handle, mode)
+        os.write(handle, wanted)
+        os.fsync(handle)
+        os.close(handle)
+        if is_folder(path):
+            shutil.rmtree(path)
+        temporary.replace(path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return True
+
+
+def ensure_directory(entry: dict, check: bool) -> bool:
+    path = Path(entry["path"])
+    uid, gid = ids(entry)
+    mode = int(entry["mode"] or DEFAULT_MODES["directory"], 8)
+    if is_folder(path) and not attributes_differ(path, uid, gid, mode):
+        return False
+    if check:
+        return True
+    if not is_folder(path):
+        clear(path)
+        make_parents(path)
+        path.mkdir(mode=0o700)
+    os.chown(path, uid, gid)
+    path.chmod(mode)
+    return True
+
+
+def ensure_link(entry: dict, check: bool) -> bool:
+    path, target = Path(entry["path"]), entry["target"]
+    if path.is_symlink() and str(path.readlink()) == target:
+        return False
+    if check:
+        return True
+    make_parents(path)
+    if is_folder(path):
+        shutil.rmtree(path)
+    temporary = path.parent / f".slurm_files.{os.getpid()}.link"
+    temporary.unlink(missing_ok=True)
+    temporary.symlink_to(target)
+    temporary.replace(path)
+    return True
+
+
+def ensure_absent(entry: dict, check: bool) -> bool:
+    path = Path(entry["path"])
+    if not (path.is_symlink() or path.exists()):
+        return False
+    if not check:
+        clear(path)
+    return True
+
+
+def ensure(entries: list[dict], check: bool) -> dict:
+    """Make every entry; {changed, changed_paths, diff}."""
+    changed_paths: list[str] = []
+    diffs: list[dict] = []
+    for entry in entries:
+        state = entry["state"]
+        if state == "file":
+            changed = ensure_file(entry, check, diffs)
+        elif state == "directory":
+            changed = ensure_directory(entry, check)
+        elif state == "link":
+            changed = ensure_link(entry, check)
+        else:
+            changed = ensure_absent(entry, check)
+        if changed:
+            changed_paths.append(entry["path"])
+    return {"changed": bool(changed_paths), "changed_paths": changed_paths, "diff": diffs}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "files": {
+                "type": "list",
+                "elements": "dict",
+                "required": True,
+                "options": {
+                    "path": {"type": "path", "required": True},
+                    "state": {
+                        "type": "str",
+                        "choices": ["file", "directory", "link", "absent"],
+                        "default": "file",
+                    },
+                    "content": {"type": "str", "no_log": False},
+                    # what the action plugin made of src
+                    "content_b64": {"type": "str"},
+                    "src": {"type": "str"},
+                    "target": {"type": "str"},
+                    "owner": {"type": "str", "default": "root"},
+                    "group": {"type": "str", "default": "root"},
+                    "mode": {"type": "str"},
+                    "diff": {"type": "bool", "default": True},
+                },
+                "required_if": [("state", "link", ("target",))],
+                "mutually_exclusive": [("content", "content_b64")],
+            },
+        },
+        supports_check_mode=True,
+    )
+    for entry in module.params["files"]:
+        if not Path(entry["path"]).is_absolute():
+            module.fail_json(msg=f"files[].path must be absolute, got {entry['path']!r}")
+        if entry["src"] is not None:
+            module.fail_json(msg=f"{entry['path']}: src is read by the action plugin, not here")
+    result = ensure(module.params["files"], module.check_mode)
+    if not module._diff:
+        result.pop("diff")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
