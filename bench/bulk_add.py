@@ -63,7 +63,7 @@ def preinstall(host: str, distro: str) -> None:
     """The worker's packages on the host, stopped, untimed (an image with them baked in).
     Every unit they ship that would start on install is masked for it, so none starts on the
     package's defaults (slurmd's would retry DNS for 90 s), then unmasked and left stopped."""
-    monitoring = yaml.safe_load((ROOT / "roles/monitoring/vars/Debian.yml").read_text())
+    monitoring = yaml.safe_load((ROOT / "roles/monitoring/vars/main.yml").read_text())
     packages = " ".join(
         [*worker_packages(distro), monitoring["__monitoring_node_exporter_package"]]
     )

@@ -46,7 +46,7 @@ PLATFORM_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": os.environ.get(
 
 
 def _role_vars(role: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((ROOT / "roles" / role / "vars/Debian.yml").read_text())
+    loaded: dict[str, Any] = yaml.safe_load((ROOT / "roles" / role / "vars/main.yml").read_text())
     return loaded
 
 

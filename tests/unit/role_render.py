@@ -16,16 +16,14 @@ from driver.runner.run import MITOGEN_ENVIRONMENT
 def run_role_tasks(
     work: Path, role: str, tasks_from: str, extra: dict, address: str, times: int = 2
 ) -> list[subprocess.CompletedProcess]:
-    """`tasks_from` of `role`, with the role's Debian vars and `extra` as extra vars, on a
+    """`tasks_from` of `role`, with `extra` as extra vars, on a
     local host whose inventory address is `address`, `times` times; every run must succeed
     (the first that fails ends it)."""
-    distribution_vars = str(ROOT / "roles" / role / "vars" / "Debian.yml")
     play = [
         {
             "hosts": "target",
             "gather_facts": False,
             "tasks": [
-                {"ansible.builtin.include_vars": distribution_vars},
                 {"ansible.builtin.include_role": {"name": role, "tasks_from": tasks_from}},
             ],
         }

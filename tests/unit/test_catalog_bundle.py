@@ -355,7 +355,7 @@ def test_every_report_read_is_a_read(accounting):
             name: value
             for role in ("slurm_controller", "slurm_worker", "monitoring")
             for name, value in yaml.safe_load(
-                (ROOT / "roles" / role / "vars" / "Debian.yml").read_text()
+                (ROOT / "roles" / role / "vars" / "main.yml").read_text()
             ).items()
         },
     }
@@ -410,7 +410,7 @@ def test_every_interactive_runtime_is_installable_and_every_app_runtime_exists()
     """The runtimes the cluster's manifest offers, the packages slurm_worker installs for
     them and the runtimes the portal's apps need name the same things."""
     offered = _manifest_config("slurm-reference")["interactive_runtimes"]["items"]["enum"]
-    worker_vars = yaml.safe_load((ROOT / "roles/slurm_worker/vars/Debian.yml").read_text())
+    worker_vars = yaml.safe_load((ROOT / "roles/slurm_worker/vars/main.yml").read_text())
     assert sorted(offered) == sorted(worker_vars["__slurm_worker_runtime_packages"])
     assert set(APP_RUNTIMES.values()) <= set(offered)
     apps = _manifest_config("open-ondemand")["interactive_apps"]["items"]["enum"]

@@ -77,7 +77,7 @@ def test_the_runs_identity_is_in_every_inventory_and_out_of_the_converge_digest(
         "".join(
             re.search(
                 r"'var_pattern': '([^']+)'\s*~\s*'([^']+)'",
-                (ROOT / "roles/slurm_common/vars/Debian.yml").read_text(),
+                (ROOT / "roles/slurm_common/vars/main.yml").read_text(),
             ).groups()
         ),
     ]

@@ -136,7 +136,6 @@ def test_the_dcgm_exporter_drop_in_and_the_repository_of_the_host(
             "hosts": "localhost",
             "gather_facts": False,
             "vars_files": [
-                str(ROLE / "vars" / "Debian.yml"),
                 str(ROLE / "vars" / "main.yml"),
                 str(ROLE / "defaults" / "main.yml"),
                 str(ROLE.parent / "slurm_common" / "vars" / "main.yml"),

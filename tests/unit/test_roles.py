@@ -147,21 +147,13 @@ def test_tasks_touching_key_material_hide_their_output(role: Path):
 
 
 @pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
-def test_a_hosts_fact_never_names_a_file_the_control_node_reads(role: Path):
-    """Issue 44 (9): the distribution's variables come out of the role's fixed map
-    (`__<role>_os_vars`), never from a path built with what a host reports."""
-    files = yaml.safe_load((role / "vars" / "main.yml").read_text())[f"__{role.name}_os_vars"]
-    assert all((role / "vars" / name).is_file() for name in files.values())
-    loads = [
-        (path.name, task["ansible.builtin.include_vars"])
-        for path, task in _tasks(role)
-        if "ansible.builtin.include_vars" in task
-    ]
-    assert loads, f"{role.name} loads its distribution's variables"
-    for name, argument in loads:
-        assert isinstance(argument, str), name
-        assert argument.strip().startswith(f"{{{{ __{role.name}_os_vars[ansible_facts"), name
-        assert "mandatory(" in argument and ".yml" not in argument, name
+def test_no_task_loads_variables_from_a_file(role: Path):
+    """The distribution's variables are role variables (vars/main.yml): no include_vars, so
+    no host's fact ever names a file the control node reads (issue 44, 9), and no worker pays
+    a task per entry point for them (they were 14 of a worker's deploy)."""
+    assert [path.name for path in (role / "vars").iterdir()] == ["main.yml"]
+    for path in (role / "tasks").glob("*.yml"):
+        assert "include_vars" not in path.read_text(), path.name
 
 
 @pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
@@ -240,6 +232,7 @@ def _run_validate(
 
 
 USERS_OK = [{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2002, "gid": 3000}]
+DEBIAN_HOST = {"ansible_facts": {"os_family": "Debian"}}
 RETENTION = yaml.safe_load((ROOT / "roles/slurm_controller/defaults/main.yml").read_text())[
     "slurm_controller_accounting_retention"
 ]
@@ -259,12 +252,27 @@ RETENTION = yaml.safe_load((ROOT / "roles/slurm_controller/defaults/main.yml").r
     ],
 )
 def test_slurm_common_refuses_users_an_operator_gets_wrong(tmp_path, users, expected):
-    ran = _run_validate(tmp_path, "slurm_common", {"slurm_common_users": users})
+    ran = _run_validate(
+        tmp_path, "slurm_common", {"slurm_common_users": users}, extra_vars=DEBIAN_HOST
+    )
     if expected is None:
         assert ran.returncode == 0, ran.stdout[-2000:]
     else:
         assert ran.returncode != 0
         assert expected in ran.stdout, ran.stdout[-2000:]
+
+
+def test_slurm_common_refuses_a_host_of_another_family_before_anything_changes(tmp_path):
+    """The roles' distribution variables are the Debian family's, role variables that no task
+    loads: a member of another family is refused by name, with what is supported."""
+    ran = _run_validate(
+        tmp_path,
+        "slurm_common",
+        {"slurm_common_users": USERS_OK},
+        extra_vars={"ansible_facts": {"os_family": "RedHat"}},
+    )
+    assert ran.returncode != 0
+    assert "os_family RedHat is not supported (supported: Debian)" in ran.stdout, ran.stdout
 
 
 @pytest.mark.parametrize(
@@ -448,18 +456,18 @@ def test_the_converge_reading_reads_a_managed_link_as_the_file_it_names(tmp_path
     assert (line in reading.read_text().splitlines()) is target_there, reading.read_text()
 
 
-def _debian_vars(role: str) -> dict:
-    return yaml.safe_load((ROOT / "roles" / role / "vars" / "Debian.yml").read_text())
+def _role_vars(role: str) -> dict:
+    return yaml.safe_load((ROOT / "roles" / role / "vars" / "main.yml").read_text())
 
 
 def test_the_converge_reading_covers_every_package_and_unit_the_roles_install():
     """slurm_common's unchanged-re-run check reads the packages and units it lists: one a role
     installs but the list lacks could be removed by hand and the next deploy would not notice."""
-    common = _debian_vars("slurm_common")
+    common = _role_vars("slurm_common")
     managed_packages = set(common["__slurm_common_managed_packages"])
     managed_units = set(common["__slurm_common_managed_units"])
-    controller, worker = _debian_vars("slurm_controller"), _debian_vars("slurm_worker")
-    monitoring = _debian_vars("monitoring")
+    controller, worker = _role_vars("slurm_controller"), _role_vars("slurm_worker")
+    monitoring = _role_vars("monitoring")
     installed = {
         *common["__slurm_common_packages"],
         *(p for packages in common["__slurm_common_release_packages"].values() for p in packages),

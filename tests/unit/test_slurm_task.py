@@ -353,7 +353,7 @@ def test_the_manifests_tasks_are_the_ones_the_command_answers():
     assert set(TASKS) == set(task.TASKS)
     assert {n for n, t in TASKS.items() if t.get("audited")} == task.AUDITED
     # the path the manifest tells the node agent is where slurm_controller installs it
-    role_vars = yaml.safe_load((ROOT / "roles/slurm_common/vars/Debian.yml").read_text())
+    role_vars = yaml.safe_load((ROOT / "roles/slurm_common/vars/main.yml").read_text())
     assert {t["command"] for t in TASKS.values()} == {role_vars["__slurm_common_task_command"]}
 
 
