@@ -26,6 +26,7 @@ from driver.apps.slurm.access import access_bundle, controller_allocation_id
 from driver.apps.slurm.backup import backup_detail, restore_detail
 from driver.apps.slurm.health import health_of
 from driver.apps.slurm.monitoring import monitoring_vars
+from driver.apps.slurm.operations import traits
 from driver.apps.slurm.rules import config_rules, placement_rules
 from driver.details.slurm import SlurmDetail
 from driver.documents import LinePath
@@ -66,30 +67,8 @@ OPERATION_OPTION_VARS: dict[tuple[str, str], str | None] = {
     ("upgrade", "to_version"): None,
 }
 PENDING_OPTIONS: dict[str, str] = {}
-# The operations whose playbooks include the monitoring role (drain, resume and the lifecycle
-# leave the monitoring stack alone).
-MONITORING_OPERATIONS = {
-    "deploy",
-    "add_worker",
-    "remove_worker",
-    "replace_worker",
-    "replace_controller",
-    "status",
-    "decommission",
-    "upgrade",
-    "rollback",
-}
-# The operations that prepare workers (slurm_worker's main): where the runtimes are installed.
-JOINING_OPERATIONS = {"deploy", "add_worker", "replace_worker", "replace_controller", "upgrade"}
-# The operations that run the backup's tasks.
-BACKUP_OPERATIONS = {"backup", "replace_controller", "upgrade", "rollback"}
-# Those after which the result reports the workers that joined (add_worker, replace_worker's
-# replacement): one that failed before, or was never reached, is not in the report.
-WORKER_JOINS = {"add_worker", "replace_worker"}
 # replace_controller's refusals of a backup, made before any host changed.
 BACKUP_CODES = ("backup_missing", "backup_mismatch", "backup_corrupt", "backup_incompatible")
-# They go on without a worker whose host does not answer (preflight's slurm_app_may_be_gone)
-LIFECYCLE_OPERATIONS = {"start", "stop", "restart"}
 
 
 class SlurmReference(AppAdapter):
@@ -225,9 +204,9 @@ class SlurmReference(AppAdapter):
                 **storage_vars(config),
             }
         )
-        if request.operation.type in MONITORING_OPERATIONS:
+        if traits(request.operation.type).monitoring:
             inventory.group_vars.update(monitoring_vars(request, config["monitoring"]))
-        if request.operation.type in BACKUP_OPERATIONS:
+        if traits(request.operation.type).backup:
             site = load_site()
             inventory.group_vars.update(
                 {
@@ -238,7 +217,7 @@ class SlurmReference(AppAdapter):
                     "slurm_controller_backup_fetch_max_count": site.backups.instance_max_count,
                 }
             )
-        if request.operation.type in JOINING_OPERATIONS:
+        if traits(request.operation.type).prepares_workers:
             inventory.group_vars["slurm_worker_interactive_runtimes"] = config[
                 "interactive_runtimes"
             ]
@@ -299,14 +278,14 @@ class SlurmReference(AppAdapter):
         return None
 
     def hosts_left_out(self, request: OperationRequest, reported: dict[str, Any]) -> set[str]:
-        if request.operation.type in LIFECYCLE_OPERATIONS:
+        if traits(request.operation.type).leaves_workers_behind:
             return set(reported.get("slurm_app_not_reached") or {})
         return set()
 
     def hosts_done(self, request: OperationRequest, reported: dict[str, Any]) -> set[str] | None:
         # a worker reports its daemons only once it joined (add_worker, replace_worker's
         # replacement): one that failed before, or was never reached, is not in the report
-        if request.operation.type in WORKER_JOINS:
+        if traits(request.operation.type).reports_joined_workers:
             return set(reported.get("slurm_app_workers") or {})
         return None
 
@@ -322,7 +301,7 @@ class SlurmReference(AppAdapter):
         reported: dict[str, Any],
         failed: bool,
     ) -> dict[str, Any]:
-        if request.operation.type in LIFECYCLE_OPERATIONS:
+        if traits(request.operation.type).leaves_workers_behind:
             return hosts_not_reached(reported, "not_reached")
         if request.operation.type == "backup" and reported.get("slurm_app_backup"):
             return {"backup": backup_detail(reported["slurm_app_backup"])}
