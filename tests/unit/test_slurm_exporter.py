@@ -21,11 +21,13 @@ for folder in ("roles/slurm_common/files", "roles/monitoring/files"):
     if str(ROOT / folder) not in sys.path:
         sys.path.insert(0, str(ROOT / folder))
 exporter = importlib.import_module("slurm_exporter")
+NODE_STATES = importlib.import_module("slurm_metrics.nodes").NODE_STATES
+OWNER_SERIES = importlib.import_module("slurm_metrics.accounts").OWNER_SERIES
 
 # The metric names the product spec and the dashboards rely on, and the community exporter's
 # (prometheus-slurm-exporter) that public dashboards read.
 SPEC_NAMES = [
-    *(f"slurm_nodes_{s}" for s in exporter.NODE_STATES),
+    *(f"slurm_nodes_{s}" for s in NODE_STATES),
     *(f"slurm_node_{s}" for s in ("cpu_alloc", "cpu_idle", "cpu_other", "cpu_total")),
     *(f"slurm_node_{s}" for s in ("mem_alloc", "mem_total", "gpu_total")),
     *(
@@ -48,7 +50,7 @@ SPEC_NAMES = [
     *(f"slurm_cpus_{s}" for s in ("alloc", "idle", "total")),
     *(f"slurm_gpus_{s}" for s in ("alloc", "idle", "total")),
     *(f"slurm_queue_{s}" for s in ("pending", "running", "completed", "failed")),
-    *(f"slurm_{o}_{s}" for o in ("user", "account", "partition") for s, _ in exporter.OWNER_SERIES),
+    *(f"slurm_{o}_{s}" for o in ("user", "account", "partition") for s, _ in OWNER_SERIES),
     "slurm_job_wait_seconds_bucket",
 ]
 
@@ -121,8 +123,8 @@ def test_captured_clusters_are_counted_as_slurm_saw_them(version):
     slurm_version = (FIXTURES / version / "VERSION").read_text().strip()
     samples = scrape(exporter.SlurmCollector(slurm_version, run=captured(version)))
     assert samples["slurm_up"] == 1
-    counted = {s: samples[f"slurm_nodes_{s}"] for s in exporter.NODE_STATES}
-    assert counted == {**dict.fromkeys(exporter.NODE_STATES, 0), "drain": 1}
+    counted = {s: samples[f"slurm_nodes_{s}"] for s in NODE_STATES}
+    assert counted == {**dict.fromkeys(NODE_STATES, 0), "drain": 1}
     assert (samples["slurm_cpus_alloc"], samples["slurm_cpus_idle"]) == (2, 0)
     assert samples["slurm_cpus_total"] == 2
     assert (samples["slurm_gpus_alloc"], samples["slurm_gpus_total"]) == (1, 1)
@@ -364,3 +366,12 @@ def test_sdiag_not_answering_takes_only_the_scheduler_series_away():
     samples = scrape(exporter.SlurmCollector("24.11.5", run=slurm))
     assert samples["slurm_up"] == 1 and samples["slurm_nodes_total"] == 1
     assert not any(name.startswith("slurm_scheduler_") for name in samples)
+
+
+def test_each_domain_module_is_collected_once():
+    """A new Slurm domain is one module of slurm_metrics/ with a Metrics class: the collector
+    collects every such module, each once."""
+    folder = ROOT / "roles/monitoring/files/slurm_metrics"
+    modules = sorted(path.stem for path in folder.glob("*.py") if path.stem != "__init__")
+    collector = exporter.SlurmCollector("24.11.5", run=lambda *_, **__: "")
+    assert sorted(type(domain).__module__.split(".")[-1] for domain in collector.domains) == modules
