@@ -58,3 +58,10 @@ def test_every_manual_is_in_the_index_and_the_readme_is_short():
     for page in (ROOT / "docs").glob("*.md"):
         assert page.name == "index.md" or f"]({page.name})" in index, page.name
     assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_line_a_reader_has_to_scroll_through(page: Path):
+    """Prose and lists, not table cells of thousands of characters (issue 66, 6)."""
+    long = [n for n, line in enumerate(page.read_text().splitlines(), 1) if len(line) > 400]
+    assert long == [], f"lines over 400 characters: {long}"
