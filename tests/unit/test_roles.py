@@ -555,3 +555,42 @@ def test_one_transaction_installs_what_dpkg_lacks_and_masks_only_those_sets_unit
 ):
     packages = role_filters("slurm_packages")
     assert packages.slurm_install_plan(SETS, dpkg, with_optional=with_optional) == plan
+
+
+@pytest.mark.parametrize(
+    ("users", "refused"),
+    [([{"name": "alice", "uid": 2001}], False), ("alice", True)],
+)
+def test_the_preflight_checks_the_given_variables_on_a_host_of_any_role(tmp_path, users, refused):
+    """The preflight validates what the inventory gives against the roles' specs, on a portal
+    host too, whose inventory has no slurm_controller group for slurm_common's default
+    controller to name (the roles' defaults are not read)."""
+    inventory = {
+        "all": {
+            "hosts": {"portal": {"ansible_connection": "local"}},
+            "children": {"open_ondemand": {"hosts": {"portal": {}}}},
+            "vars": {"ansible_python_interpreter": sys.executable, "slurm_common_users": users},
+        }
+    }
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "play.yml").write_text(
+        yaml.safe_dump([{"ansible.builtin.import_playbook": str(ROOT / "playbooks/preflight.yml")}])
+    )
+    ran = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory.yml", "play.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "LANG": "C.UTF-8",
+            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+        },
+        check=False,
+        timeout=120,
+    )
+    assert (ran.returncode != 0) is refused, ran.stdout[-2000:]
+    if refused:
+        assert "Elements value for option 'slurm_common_users'" in ran.stdout, ran.stdout[-2000:]
