@@ -5,11 +5,9 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
 
 from driver import __version__
-from driver.catalog import CatalogError
-from driver.documents import DocumentError, load_request
+from driver.arguments import add_command, add_format_option
 from driver.findings import Severity
 from driver.inventory import inventory_yaml
 from driver.lint import UsageError, lint_paths, resolve_manifests
@@ -21,13 +19,13 @@ from driver.operation import (
     refused_run,
     report,
     report_refusal,
+    task_file,
     usage,
 )
 from driver.request_check import RequestCheck
 from driver.runner.plan import RunPlan
 from driver.schema_check import shipped_schema
 from driver.schemagen import SHIPPED, render
-from driver.task import check_task_request, run_task
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -85,72 +83,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_task(args: argparse.Namespace) -> int:
-    """One typed task of the app on its component's host; prints the task's JSON answer and
-    exits with the task's code (6: the host could not be reached)."""
-    path = Path(args.request)
-    if not path.is_file():
-        return usage(f"{path}: no such file", "json")
-    try:
-        with path.open("rb") as stream:
-            doc = load_request(stream, str(path))
-        checked = check_task_request(doc)
-    except DocumentError as exc:
-        report([exc.finding], "json", valid=False)
-        return Exit.INVALID
-    except CatalogError as exc:
-        return usage(f"the bundle is broken: {exc}", "json")
-    if checked.request is None or checked.spec is None:
-        report(checked.findings, "json", valid=False)
-        return Exit.INVALID
-    code, answer = run_task(checked.request, checked.spec)
-    print(json.dumps(answer))
-    return code
+    return task_file(args.request)
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
     sys.stdout.write(render(shipped_schema(f"{args.name}.schema.json")))
     return Exit.OK
-
-
-# `--format` says the same everywhere: text for people (a table, YAML for an inventory) or
-# json for programs. The spellings before 1.1.0 still work, with a warning.
-FORMATS = ("text", "json")
-FORMER_FORMATS = {"human": "text", "yaml": "text"}
-
-
-def _output_format(value: str) -> str:
-    if value in FORMER_FORMATS:
-        print(
-            f"slurm-app-driver: --format {value} is deprecated; use --format "
-            f"{FORMER_FORMATS[value]}",
-            file=sys.stderr,
-        )
-        return FORMER_FORMATS[value]
-    return value
-
-
-def add_format_option(parser: argparse.ArgumentParser, default: str, help_text: str) -> None:
-    parser.add_argument(
-        "--format",
-        type=_output_format,
-        choices=FORMATS,
-        default=default,
-        help=f"{help_text} (default: {default})",
-    )
-
-
-def add_command(sub: Any, name: str, help_text: str, example: str) -> argparse.ArgumentParser:
-    """A subcommand whose --help ends with an example of its use."""
-    return cast(
-        argparse.ArgumentParser,
-        sub.add_parser(
-            name,
-            help=help_text,
-            description=help_text,
-            epilog=f"example:\n  {example}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        ),
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:

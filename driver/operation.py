@@ -37,6 +37,7 @@ from driver.runner.plan import RunPlan
 from driver.runner.progress import TextProgress
 from driver.runner.run import run_playbook
 from driver.site import load_site
+from driver.task import check_task_request, run_task
 
 
 class Exit(IntEnum):
@@ -256,3 +257,27 @@ def render_result(console: Console, request: OperationRequest, result: Result) -
         )
         console.print_json(json.dumps(shown))
         console.print_json(bundle.model_dump_json())
+
+
+def task_file(request: str) -> int:
+    """One typed task of the app on its component's host, from the request file at `request`;
+    prints the task's JSON answer and exits with the task's code (6: the host could not be
+    reached)."""
+    path = Path(request)
+    if not path.is_file():
+        return usage(f"{path}: no such file", "json")
+    try:
+        with path.open("rb") as stream:
+            doc = load_request(stream, str(path))
+        checked = check_task_request(doc)
+    except DocumentError as exc:
+        report([exc.finding], "json", valid=False)
+        return Exit.INVALID
+    except CatalogError as exc:
+        return usage(f"the bundle is broken: {exc}", "json")
+    if checked.request is None or checked.spec is None:
+        report(checked.findings, "json", valid=False)
+        return Exit.INVALID
+    code, answer = run_task(checked.request, checked.spec)
+    print(json.dumps(answer))
+    return code

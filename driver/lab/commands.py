@@ -13,13 +13,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from driver import terminal
+from driver.arguments import add_command, add_format_option
 from driver.catalog import load_entry
-from driver.cli import add_command, add_format_option, cmd_task
 from driver.lab import requests as lab_requests
 from driver.lab import spec as lab_spec
 from driver.lab.distros import DEFAULT_DISTRO, DISTROS
 from driver.lab.errors import LabError
-from driver.operation import Exit, Refusal, execute, load_checked, refused_run, usage
+from driver.operation import Exit, Refusal, execute, load_checked, refused_run, task_file, usage
 
 
 def _lab() -> ModuleType | int:
@@ -157,7 +157,7 @@ def lab_task(args: argparse.Namespace) -> int:
         request = lab_requests.task_request(args.name, args.task, args.user, given, args.host)
     except LabError as exc:
         return _failed(exc)
-    return cmd_task(argparse.Namespace(request=str(request)))
+    return task_file(str(request))
 
 
 def lab_op(args: argparse.Namespace) -> int:

@@ -316,3 +316,11 @@ def test_a_failed_result_without_a_host_names_none():
     failed = Result(status="failed", error=ErrorInfo(code="internal_error", message="boom"))
     render_result(console(out), request, failed)
     assert "error internal_error: boom" in out.getvalue() and "None" not in out.getvalue()
+
+
+def test_the_lab_commands_do_not_import_the_driver_commands():
+    """One direction only: driver/cli.py adds the lab's commands; the lab's commands take the
+    command line's building blocks from driver/arguments.py and the operations from
+    driver/operation.py (issue 66, 7: the import cycle)."""
+    source = (Path(__file__).resolve().parents[2] / "driver/lab/commands.py").read_text()
+    assert "driver.cli" not in source
