@@ -11,7 +11,7 @@ from conftest import ROOT
 
 # Lowest first; a package imports from its own rank or below. cli and lab share the top.
 LAYERS = [
-    ("driver.models", "driver.findings", "driver.details", "driver.terminal"),
+    ("driver.models", "driver.findings", "driver.details", "driver.terminal", "driver.arguments"),
     ("driver.documents", "driver.events", "driver.inventory"),
     ("driver.schema_check", "driver.catalog"),
     ("driver.site", "driver.role_code"),

@@ -18,8 +18,8 @@ PLAYBOOKS = {
     for operation in version["operations"]
 }
 ROLE_ACTIONS = ("ansible.builtin.include_role", "ansible.builtin.import_role")
-# The files that read the driver host's backup folder and limits (slurm_controller_backup_fetch_*).
-BACKUP_ENTRIES = {("slurm_controller", "backup"), ("slurm_controller", "restore_check")}
+# What the role task files that read the driver host's backup folder and limits name.
+BACKUP_VARIABLE = "slurm_controller_backup_fetch_"
 # A report that names these parts reads the monitoring role's variables.
 MONITORING_PARTS = {"monitoring", "exporters"}
 
@@ -55,6 +55,26 @@ def found(data, key: str) -> list:
     return values
 
 
+def role_files(entries: set[tuple[str, str]]) -> list[Path]:
+    """The task files the role entry points run, following the roles' own includes and their
+    includes of other roles."""
+    seen: list[Path] = []
+    todo = [ROOT / "roles" / role / "tasks" / f"{entry}.yml" for role, entry in entries]
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.append(path)
+        document = yaml.safe_load(path.read_text())
+        for key in ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks"):
+            todo += [path.parent / name for name in found(document, key) if isinstance(name, str)]
+        for action in ROLE_ACTIONS:
+            for include in found(document, action):
+                tasks_from = include.get("tasks_from", "main")
+                todo.append(ROOT / "roles" / include["name"] / "tasks" / f"{tasks_from}.yml")
+    return seen
+
+
 def shown(playbook: Path) -> OperationTraits:
     files = closure(playbook)
     # member_report.yml reads whichever parts its caller names: the caller's parts count
@@ -84,7 +104,7 @@ def shown(playbook: Path) -> OperationTraits:
     return OperationTraits(
         monitoring=any(role == "monitoring" for role, _ in roles) or bool(MONITORING_PARTS & parts),
         prepares_workers=("slurm_worker", "main") in roles,
-        backup=bool(BACKUP_ENTRIES & roles),
+        backup=any(BACKUP_VARIABLE in path.read_text() for path in role_files(roles)),
         # the joined workers' plays run over the group of those prepared in this run
         reports_joined_workers="slurm_app_prepared" in plays,
         leaves_workers_behind=ROOT / "playbooks" / "lifecycle.yml" in files,

@@ -43,7 +43,7 @@ OPERATIONS: dict[str, OperationTraits] = {
     "backup": OperationTraits(backup=True),
     "replace_controller": OperationTraits(monitoring=True, prepares_workers=True, backup=True),
     "upgrade": OperationTraits(monitoring=True, prepares_workers=True, backup=True),
-    "rollback": OperationTraits(monitoring=True),
+    "rollback": OperationTraits(monitoring=True, backup=True),
 }
 
 
