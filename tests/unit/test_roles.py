@@ -211,20 +211,28 @@ def _run_validate(
             ]
         )
     )
+    return _playbook(tmp_path, *(("-e", json.dumps(extra_vars)) if extra_vars else ()))
+
+
+def _playbook(
+    folder: Path, *arguments: str, environment: dict | None = None
+) -> subprocess.CompletedProcess:
+    """Real ansible-playbook on `folder`'s play.yml and inventory.yml, with the bundle's roles
+    and a minimal environment (`environment` added)."""
     return subprocess.run(
         [
             str(Path(sys.executable).parent / "ansible-playbook"),
-            *("-i", "inventory.yml", "play.yml"),
-            *(("-e", json.dumps(extra_vars)) if extra_vars else ()),
+            *("-i", "inventory.yml", "play.yml", *arguments),
         ],
-        cwd=tmp_path,
+        cwd=folder,
         capture_output=True,
         text=True,
         env={
             "PATH": "/usr/bin:/bin",
-            "HOME": str(tmp_path),
+            "HOME": str(folder),
             "LANG": "C.UTF-8",
             "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+            **(environment or {}),
         },
         check=False,
         timeout=120,
@@ -576,21 +584,7 @@ def test_the_preflight_checks_the_given_variables_on_a_host_of_any_role(tmp_path
     (tmp_path / "play.yml").write_text(
         yaml.safe_dump([{"ansible.builtin.import_playbook": str(ROOT / "playbooks/preflight.yml")}])
     )
-    ran = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory.yml", "play.yml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={
-            "PATH": "/usr/bin:/bin",
-            "HOME": str(tmp_path),
-            "LANG": "C.UTF-8",
-            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        },
-        check=False,
-        timeout=120,
-    )
+    ran = _playbook(tmp_path, environment={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
     assert (ran.returncode != 0) is refused, ran.stdout[-2000:]
     if refused:
         assert "Elements value for option 'slurm_common_users'" in ran.stdout, ran.stdout[-2000:]
