@@ -168,14 +168,16 @@ def build_inventory(
                 if member.component_key == touched:
                     touch(member.allocation_id, touched)
     # What every host's journal entries of this run carry (slurm_common's `journal`): `journalctl
-    # SLURM_APP_CORRELATION_ID=...` on any host finds the operation.
-    inventory.group_vars["slurm_common_journal"] = {
-        "operation_id": request.operation.id,
-        "operation": request.operation.type,
-        "correlation_id": request.correlation_id,
-        "instance_id": str(request.instance.id),
-        "app_slug": request.instance.app_slug,
-    }
+    # SLURM_APP_CORRELATION_ID=...` on any host finds the operation. A read-only operation
+    # writes no entry (journal entries are for operations that change something).
+    if not spec.read_only:
+        inventory.group_vars["slurm_common_journal"] = {
+            "operation_id": request.operation.id,
+            "operation": request.operation.type,
+            "correlation_id": request.correlation_id,
+            "instance_id": str(request.instance.id),
+            "app_slug": request.instance.app_slug,
+        }
     if app_vars is not None:
         app_vars(request, version, inventory)
     return inventory

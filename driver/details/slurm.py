@@ -3,6 +3,8 @@ adapter.py builds it from what the roles reported)."""
 
 from typing import Any
 
+from pydantic import Field
+
 from driver.details.common import BackupDetail, CommonDetail, HostReason
 from driver.details.monitoring import Disk, MonitoringReport
 from driver.models.common import OutputModel
@@ -129,6 +131,13 @@ class ClusterHealth(OutputModel):
     """The watched filesystems."""
     backup: BackupStatus | None
     """How the scheduled backups go; null on a controller deployed before backups existed."""
+    read: str = "every_member"
+    """through_controller (the workers as Prometheus holds them) or every_member (each read
+    over SSH)."""
+    unknown: dict[str, str] = Field(default_factory=dict)
+    """Worker to why Prometheus cannot answer for it; its units are `unknown`."""
+    observed_at: dict[str, str] = Field(default_factory=dict)
+    """Worker to when its node exporter was last scraped (through_controller)."""
 
 
 class MungeKeyRotation(OutputModel):

@@ -40,6 +40,8 @@ PRELOADED_PACKAGES = (
     "prometheus",
     "prometheus-alertmanager",
     "prometheus-node-exporter",
+    # the system bus node_exporter's systemd collector reads the units through
+    "dbus",
     "python3-prometheus-client",
     "python3-jsonschema",
 )

@@ -362,13 +362,38 @@ def submit(*args: str) -> str:
     return on("e2e-ctl", f"cd /tmp && runuser -u labuser -- {command}").strip()
 
 
-def test_status_classifies_with_evidence_and_changes_nothing(deployed):
+def _journal_lines(host: str) -> int:
+    return int(on(host, "journalctl -q -o cat SYSLOG_IDENTIFIER=slurm-app | wc -l").strip())
+
+
+def _status_until(deployed, predicate, timeout: float = 60) -> dict:
+    """status until its result satisfies `predicate`: through the controller, a worker's
+    units are as its node exporter last told Prometheus (every 10 s here)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        code, result = operation(deployed, "status")
+        assert code == 0 and result["changed"] == 0, result
+        if predicate(result) or time.monotonic() > deadline:
+            return result
+        time.sleep(2)
+
+
+def test_status_classifies_with_evidence_and_writes_nothing(deployed):
+    journaled = {host: _journal_lines(host) for host in ("e2e-ctl", "e2e-w02")}
     code, result = operation(deployed, "status")
     assert code == 0 and result["changed"] == 0, result
     assert result["instance"]["health"] == "healthy"
     health = result["adapter_detail"]["health"]
     assert health["classification"] == "healthy" and health["problems"] == []
+    # the workers through Prometheus: their units, release and last converge as their node
+    # exporters last told it; slurmd's version from slurmctld's node listing
+    assert health["read"] == "through_controller" and health["unknown"] == {}
+    assert set(health["observed_at"]) == {"e2e-w01", "e2e-w02"}
     assert health["services"]["e2e-w02"] == {"munge": "running", "slurmd": "running"}
+    detail = result["adapter_detail"]
+    assert detail["daemon_versions"]["slurmd"]["e2e-w02"] == detail["daemon_versions"]["slurmctld"]
+    assert detail["releases"]["e2e-w02"]["app_slug"] == "slurm-reference"
+    assert detail["converged_by"]["e2e-w02"]["operation"] in ("deploy", "add_worker")
     assert health["accounting_reachable"] is True
     # the filesystems of the queue's state, the accounting database and Prometheus's data
     watched = {disk["path"]: disk for disk in health["disks"]}
@@ -380,10 +405,20 @@ def test_status_classifies_with_evidence_and_changes_nothing(deployed):
     assert all(
         d["host"] == "e2e-ctl" and 0 < d["used_bytes"] <= d["size_bytes"] for d in watched.values()
     )
+    # every member read over SSH says the same, and neither read journaled anything
+    code, every = operation(deployed, "status", read="every_member")
+    assert code == 0 and every["adapter_detail"]["health"]["read"] == "every_member"
+    for key in ("services", "problems", "classification"):
+        assert every["adapter_detail"]["health"][key] == health[key], key
+    for key in ("releases", "converged_by", "daemon_versions"):
+        assert every["adapter_detail"][key] == detail[key], key
+    assert {host: _journal_lines(host) for host in journaled} == journaled
     on("e2e-w02", "systemctl stop slurmd")
     try:
-        code, result = operation(deployed, "status")
-        assert code == 0 and result["changed"] == 0, result
+        result = _status_until(
+            deployed,
+            lambda r: "e2e-w02: slurmd is stopped" in r["adapter_detail"]["health"]["problems"],
+        )
         assert result["instance"] == {
             **result["instance"],
             "status": "degraded",
@@ -393,7 +428,9 @@ def test_status_classifies_with_evidence_and_changes_nothing(deployed):
     finally:
         on("e2e-w02", "systemctl start slurmd")
     wait_on("e2e-ctl", "sinfo -h -n e2e-w02 -o %T | grep -qx idle")
-    code, result = operation(deployed, "status")
+    result = _status_until(
+        deployed, lambda r: r["adapter_detail"]["health"]["classification"] == "healthy"
+    )
     assert result["adapter_detail"]["health"]["classification"] == "healthy", result
 
 
@@ -402,16 +439,22 @@ def test_an_exporter_down_degrades_status_and_the_alert_reaches_the_webhook(depl
     on("e2e-w01", "systemctl stop prometheus-node-exporter")
     stopped = time.monotonic()
     try:
-        code, result = operation(deployed, "status")
-        assert code == 0 and result["instance"]["health"] == "degraded", result
-        problems = result["adapter_detail"]["health"]["problems"]
-        # systemd says so at once; Prometheus too once it scraped since (every 10 s)
-        assert "e2e-w01: prometheus-node-exporter is stopped" in problems, problems
+        # Prometheus says so once it scraped since (every 10 s); the worker's units are then
+        # unknown, with why, and Slurm's node state still speaks for it
+        result = _status_until(
+            deployed, lambda r: "e2e-w01" in r["adapter_detail"]["health"]["unknown"]
+        )
+        assert result["instance"]["health"] == "degraded", result
+        health = result["adapter_detail"]["health"]
+        problems = health["problems"]
+        assert health["unknown"]["e2e-w01"].startswith("its node exporter does not answer")
+        assert health["services"]["e2e-w01"] == {"munge": "unknown", "slurmd": "unknown"}
+        assert any(p.startswith("monitoring: node exporter on e2e-w01 ") for p in problems)
         assert all("e2e-w01" in problem for problem in problems), problems
         # TargetDown: 3 scrape intervals down, then Alertmanager's group_wait
         firing = sink.wait_for("firing", "TargetDown", "e2e-w01", timeout=180)
         fired_after = time.monotonic() - stopped
-        code, result = operation(deployed, "status")
+        _, result = operation(deployed, "status")
         problems = result["adapter_detail"]["health"]["problems"]
         alerts = result["adapter_detail"]["monitoring"]["alerts"]
         assert [(a["name"], a["node"]) for a in alerts] == [("TargetDown", "e2e-w01")], alerts
@@ -432,7 +475,7 @@ def test_an_exporter_down_degrades_status_and_the_alert_reaches_the_webhook(depl
                     "firing": firing["body"], "resolved": resolved["body"]}, indent=2)
     )  # fmt: skip
     _wait_for_target("e2e-w01")
-    code, result = operation(deployed, "status")
+    _, result = operation(deployed, "status")
     assert result["adapter_detail"]["health"]["classification"] == "healthy", result
 
 

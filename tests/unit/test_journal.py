@@ -26,28 +26,44 @@ journal_module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(journal_module)  # type: ignore[union-attr]
 
 
-def _operation_playbooks() -> set[str]:
+def _operation_playbooks(read_only: bool | None = None) -> set[str]:
+    """Every operation's playbook; read_only True or False: only those operations."""
     found = set()
     for manifest in (ROOT / "manifests").glob("*/manifest.yaml"):
         for version in yaml.safe_load(manifest.read_text())["versions"]:
-            found |= {Path(op["playbook"]).name for op in version["operations"]}
+            found |= {
+                Path(op["playbook"]).name
+                for op in version["operations"]
+                if read_only is None or op.get("read_only", False) is read_only
+            }
     return found
 
 
-@pytest.mark.parametrize("name", sorted(_operation_playbooks()))
-def test_every_operations_playbook_ends_with_the_journal(name):
+@pytest.mark.parametrize("name", sorted(_operation_playbooks(read_only=False)))
+def test_every_changing_operations_playbook_ends_with_the_journal(name):
     plays = yaml.safe_load((ROOT / "playbooks" / name).read_text())
-    # status's one play ends with the journal's tasks (no second play over every member)
-    last_task = (plays[-1].get("tasks") or [{}])[-1]
-    assert (
-        plays[-1].get("ansible.builtin.import_playbook") == "journal.yml"
-        or last_task.get("ansible.builtin.import_tasks") == "tasks/journal_end.yml"
-    )
+    assert plays[-1].get("ansible.builtin.import_playbook") == "journal.yml"
     # an operation's playbook imported by this one journals no end of its own
     for play in plays[:-1]:
         imported = play.get("ansible.builtin.import_playbook")
         if imported in _operation_playbooks():
             assert play["vars"]["slurm_app_journal_ends_here"] is False, (name, imported)
+
+
+@pytest.mark.parametrize("name", sorted(_operation_playbooks(read_only=True)))
+def test_a_read_only_operation_journals_nothing(name):
+    """Journal entries are for operations that change something: a status polled every
+    minute writes nothing on any host. Its playbook imports no journal, and the driver gives
+    it no run identity to write (a run that ends early gets no end from the driver either)."""
+    text = (ROOT / "playbooks" / name).read_text()
+    assert "journal.yml" not in text and "tasks_from: journal" not in text, name
+    assert "slurm_app_reached" not in text, name
+
+
+def test_a_read_only_run_carries_no_identity_to_journal():
+    request = OperationRequest.model_validate(example("slurm-reference/status"))
+    version = load_entry(request.instance.app_slug).entry.version(request.instance.version)
+    assert "slurm_common_journal" not in build_inventory(request, version).group_vars
 
 
 def test_the_preflight_journals_the_start_and_reports_the_hosts_it_reached():
@@ -59,7 +75,7 @@ def test_the_preflight_journals_the_start_and_reports_the_hosts_it_reached():
     assert play["tasks"][start]["vars"] == {"slurm_common_journal_event": "start"}
 
 
-def test_the_runs_identity_is_in_every_inventory_and_out_of_the_converge_digest():
+def test_the_runs_identity_is_in_every_changing_inventory_and_out_of_the_converge_digest():
     request = OperationRequest.model_validate(example("slurm-reference/add_worker"))
     version = load_entry(request.instance.app_slug).entry.version(request.instance.version)
     inventory = build_inventory(request, version)

@@ -332,7 +332,7 @@ def test_the_readers_need_only_the_standard_library(tmp_path: Path):
         if line.startswith(("import ", "from "))
     }
     # "": the package's own modules (relative imports)
-    assert imports <= {"", "__future__", "json", "re", "secrets", "time", "typing"}
+    assert imports <= {"", "__future__", "datetime", "json", "re", "secrets", "time", "typing"}
 
 
 def test_a_narrowed_nodes_query_is_the_text_form_in_every_version():

@@ -24,7 +24,7 @@ from driver.apps.shared import (
 )
 from driver.apps.slurm.access import access_bundle, controller_allocation_id
 from driver.apps.slurm.backup import backup_detail, restore_detail
-from driver.apps.slurm.health import health_of
+from driver.apps.slurm.health import health_of, with_observed_members
 from driver.apps.slurm.monitoring import monitoring_vars
 from driver.apps.slurm.operations import traits
 from driver.apps.slurm.rules import config_rules, placement_rules
@@ -61,10 +61,12 @@ OPTION_VARS = {
     "batch_size": "slurm_worker_upgrade_batch_size",
     "to_version": "slurm_controller_rollback_to",
 }
-# An option whose role variable depends on the operation (None: slurm_common_release carries it).
+# An option whose role variable depends on the operation (None: slurm_common_release carries
+# it, or an extra var set in inventory_vars).
 OPERATION_OPTION_VARS: dict[tuple[str, str], str | None] = {
     ("upgrade", "force"): "slurm_controller_upgrade_force",
     ("upgrade", "to_version"): None,
+    ("status", "read"): None,
 }
 PENDING_OPTIONS: dict[str, str] = {}
 # replace_controller's refusals of a backup, made before any host changed.
@@ -237,6 +239,11 @@ class SlurmReference(AppAdapter):
         if request.operation.type == "upgrade":
             # a play keyword (the workers' batches), which only extra vars reach
             inventory.extra_vars["slurm_worker_upgrade_batch_size"] = int(options["batch_size"])
+        if request.operation.type == "status":
+            # the play's hosts: without monitoring no Prometheus answers for the workers
+            inventory.extra_vars["slurm_app_status_every_member"] = int(
+                options["read"] == "every_member" or not config["monitoring"]["enabled"]
+            )
         # drain, resume and remove act on one node; a join of several names them in the
         # inventory's slurm_workers
         if (
@@ -267,7 +274,9 @@ class SlurmReference(AppAdapter):
         self, request: OperationRequest, reported: dict[str, Any]
     ) -> tuple[InstanceStatus, Health] | None:
         if request.operation.type == "status":
-            return observed(health_of(request, reported)["classification"])
+            return observed(
+                health_of(request, with_observed_members(request, reported))["classification"]
+            )
         # a deploy whose monitoring stack failed still made a cluster that runs jobs
         if reported.get("slurm_app_monitoring_failed"):
             return observed("degraded")
@@ -303,6 +312,7 @@ class SlurmReference(AppAdapter):
     ) -> dict[str, Any]:
         if traits(request.operation.type).leaves_workers_behind:
             return hosts_not_reached(reported, "not_reached")
+        reported = with_observed_members(request, reported)
         if request.operation.type == "backup" and reported.get("slurm_app_backup"):
             return {"backup": backup_detail(reported["slurm_app_backup"])}
         controller = reported.get("slurm_app_controller") or {}

@@ -5,6 +5,9 @@ from typing import Any
 
 from driver.models.request import MemberStatus, OperationRequest
 
+# The units a worker's report holds (slurm_worker's __slurm_worker_report_units; a unit test
+# holds them equal).
+WORKER_UNITS = ("munge", "slurmd")
 # Node states that mean a node cannot run jobs although nobody asked for it (a drain is asked).
 UNHEALTHY_NODE_STATES = {"down", "fail", "failing", "unknown", "future"}
 UNHEALTHY_NODE_FLAGS = {"not_responding", "fail", "invalid_reg"}
@@ -14,13 +17,86 @@ NODE_PROBLEMS_LISTED = 20
 DISK_FULL_PERCENT = 85
 
 
+def with_observed_members(request: OperationRequest, reported: dict[str, Any]) -> dict[str, Any]:
+    """`reported` with every worker the run did not read itself (status through the
+    controller) as the monitoring host's Prometheus holds it: its units, slurmd's version (the
+    controller's node listing), its release and last converge. A worker Prometheus cannot answer
+    for is in slurm_app_unknown with why; its units are `unknown`. Unchanged where the run read
+    every member (no slurm_app_observed)."""
+    observed = reported.get("slurm_app_observed")
+    if observed is None:
+        return reported
+    workers = dict(reported.get("slurm_app_workers") or {})
+    releases = dict(reported.get("slurm_app_releases") or {})
+    converged_by = dict(reported.get("slurm_app_converged_by") or {})
+    controller = reported.get("slurm_app_controller") or {}
+    versions = {node.get("name"): node.get("version") for node in controller.get("nodes") or []}
+    targets = {
+        target.get("node"): target
+        for target in (reported.get("slurm_app_monitoring") or {}).get("targets") or []
+        if target.get("job") == "node"
+    }
+    unknown: dict[str, str] = {}
+    observed_at: dict[str, str] = {}
+    for host in _worker_hosts(request):
+        if host in workers:
+            continue
+        member = (observed.get("members") or {}).get(host)
+        why = _not_observed_because(observed, member, targets.get(host))
+        if why is not None:
+            unknown[host] = why
+            workers[host] = {
+                "node": host,
+                "services": dict.fromkeys(WORKER_UNITS, "unknown"),
+                "slurmd_version": versions.get(host),
+            }
+            continue
+        assert member is not None  # _not_observed_because names a missing member
+        workers[host] = {
+            "node": host,
+            # a unit systemd has not loaded (stopped, nothing wants it) has no series
+            "services": {unit: member["units"].get(unit, "stopped") for unit in WORKER_UNITS},
+            "slurmd_version": versions.get(host),
+        }
+        releases[host] = member.get("release")
+        converged_by[host] = member.get("converged_by")
+        observed_at[host] = member["at"]
+    return {
+        **reported,
+        "slurm_app_workers": workers,
+        "slurm_app_releases": releases,
+        "slurm_app_converged_by": converged_by,
+        "slurm_app_unknown": unknown,
+        "slurm_app_observed_at": observed_at,
+    }
+
+
+def _not_observed_because(
+    observed: dict[str, Any], member: dict[str, Any] | None, target: dict[str, Any] | None
+) -> str | None:
+    """Why Prometheus cannot answer for a worker; None when it can."""
+    if not observed.get("answers"):
+        return f"Prometheus's query failed: {observed.get('error')}"
+    if target is not None and target.get("health") == "down":
+        error = f": {target['last_error']}" if target.get("last_error") else ""
+        return f"its node exporter does not answer{error}"
+    if member is not None and member.get("systemd_read"):
+        return None
+    if member is not None:
+        return "its node exporter cannot read systemd (the systemd collector failed)"
+    if target is None:
+        return "Prometheus has no scrape target for it"
+    return "its node exporter was not scraped yet"
+
+
 def health_of(
     request: OperationRequest, reported: dict[str, Any], asked: Collection[str] | None = None
 ) -> dict[str, Any]:
     """healthy / degraded / failed, with the evidence: every daemon's state, the nodes that
     cannot run jobs and why, accounting, the workers that did not answer, how full the
     watched filesystems are and how the last backup went. `asked`: the hosts the run asked (a
-    targeted operation's inventory); None: every member was asked."""
+    targeted operation's inventory); None: every member was asked. `reported` as
+    with_observed_members gives it."""
     controller = reported.get("slurm_app_controller") or {}
     workers = reported.get("slurm_app_workers") or {}
     services: dict[str, str] = controller.get("services") or {}
@@ -39,13 +115,17 @@ def health_of(
                 )
         if not controller.get("accounting_answers"):
             problems.append("slurmdbd does not answer `sacctmgr show cluster`")
+    unknown: dict[str, str] = reported.get("slurm_app_unknown") or {}
     worker_hosts = [h for h in _worker_hosts(request) if asked is None or h in asked]
     for host in worker_hosts:
         report = workers.get(host)
         if report is None:
             problems.append(f"{host}: did not answer")
             continue
-        problems += _not_running(host, report.get("services"))
+        # no evidence either way: what made Prometheus blind (its target down, Prometheus
+        # down) is a problem of its own, and Slurm's node state still speaks for the node
+        if host not in unknown:
+            problems += _not_running(host, report.get("services"))
     problems += _monitoring_problems(reported)
     problems += _node_problems(controller.get("nodes") or [])
     disks = _disks(reported)
@@ -68,6 +148,9 @@ def health_of(
         "accounting_reachable": controller.get("accounting_answers"),
         "disks": disks,
         "backup": backup,
+        "read": "through_controller" if "slurm_app_observed" in reported else "every_member",
+        "unknown": unknown,
+        "observed_at": reported.get("slurm_app_observed_at") or {},
     }
 
 

@@ -4,7 +4,9 @@ host's report, and scrape-target files."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 # Prometheus's own units: durations in seconds, sizes in powers of 1024 (its ParseBytes).
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
@@ -88,6 +90,73 @@ def prometheus_alerts(response: dict[str, Any] | None) -> list[dict[str, Any]]:
     ]
 
 
+# What status asks Prometheus of every member in one query: its units' states (the systemd
+# collector's, `unit_state == 1`: the state it is in), whether that collector could read
+# systemd, and the records slurm_common's release_record writes for the textfile collector
+# (their names are slurm_readers/reports.py's RECORD_METRICS; a unit test holds them equal).
+RELEASE_METRIC = "slurm_app_release_info"
+CONVERGED_METRIC = "slurm_app_converged_by_timestamp_seconds"
+# `timestamp(up)`, the last scrape's time, is the one series without a name: an instant
+# query's own stamp is the evaluation's time.
+MEMBERS_QUERY = (
+    'node_systemd_unit_state{job="node"} == 1'
+    ' or node_scrape_collector_success{job="node",collector="systemd"}'
+    f' or {{job="node",__name__=~"{RELEASE_METRIC}|{CONVERGED_METRIC}"}}'
+    ' or timestamp(up{job="node"})'
+)
+# systemd's active states as the members' reports word them (slurm_unit_states)
+_UNIT_STATES = {"active": "running", "failed": "failed"}
+
+
+def prometheus_members_url(base: str) -> str:
+    """The instant query of MEMBERS_QUERY on Prometheus at `base`."""
+    return f"{base}/api/v1/query?{urlencode({'query': MEMBERS_QUERY})}"
+
+
+def prometheus_members(answer: dict[str, Any]) -> dict[str, Any]:
+    """slurm_common's read of MEMBERS_QUERY's URL -> {answers, error, members: {node: {units,
+    systemd_read, release, converged_by, at}}}: each node exporter's last scrape of its member
+    (a stopped target's series go stale at once, so a member whose exporter does not answer is
+    absent). units: unit (without .service) -> running / failed / stopped; release and
+    converged_by: the records (None where none is exported); at: when it was last scraped."""
+    body = answer.get("json") or {}
+    if answer.get("status") != 200 or body.get("status") != "success":
+        status = answer.get("status")
+        error = body.get("error") or (
+            "Prometheus does not answer" if status == -1 else f"Prometheus answered HTTP {status}"
+        )
+        return {"answers": False, "error": str(error), "members": {}}
+    members: dict[str, dict[str, Any]] = {}
+    for series in (body.get("data") or {}).get("result") or []:
+        labels = dict(series.get("metric") or {})
+        _, value = series.get("value") or (0, "0")
+        node = labels.pop("node", None)
+        if node is None:
+            continue
+        member = members.setdefault(
+            node,
+            {"units": {}, "systemd_read": False, "release": None, "converged_by": None, "at": 0.0},
+        )
+        name = labels.pop("__name__", "")
+        for label in ("job", "instance"):
+            labels.pop(label, None)
+        if not name:
+            member["at"] = float(value)
+        elif name == "node_systemd_unit_state":
+            unit = labels.get("name", "").removesuffix(".service")
+            member["units"][unit] = _UNIT_STATES.get(labels.get("state", ""), "stopped")
+        elif name == "node_scrape_collector_success":
+            member["systemd_read"] = value == "1"
+        elif name == RELEASE_METRIC:
+            member["release"] = labels
+        elif name == CONVERGED_METRIC:
+            at = datetime.fromtimestamp(float(value), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            member["converged_by"] = {**labels, "at": at}
+    for member in members.values():
+        member["at"] = datetime.fromtimestamp(member["at"], tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"answers": True, "error": None, "members": members}
+
+
 # Prometheus's command-line flags the report shows, by the name the report gives them.
 REPORTED_FLAGS = {
     "retention_time": "storage.tsdb.retention.time",
@@ -128,6 +197,8 @@ class FilterModule:
             "prometheus_bytes": prometheus_bytes,
             "prometheus_targets": prometheus_targets,
             "prometheus_alerts": prometheus_alerts,
+            "prometheus_members": prometheus_members,
+            "prometheus_members_url": prometheus_members_url,
             "monitoring_report": monitoring_report,
             "scrape_targets": scrape_targets,
             "host_port": host_port,

@@ -60,4 +60,5 @@ class FilterModule:
             "slurm_accounting": accounting.slurm_accounting,
             "slurm_controller_report": reports.slurm_controller_report,
             "slurm_worker_report": reports.slurm_worker_report,
+            "slurm_record_files": reports.slurm_record_files,
         }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from .commands import slurm_command
@@ -89,3 +90,41 @@ def slurm_worker_report(read: dict[str, Any], known: dict[str, Any]) -> dict[str
         "services": slurm_unit_states(answers["worker_units"]["stdout"], known["units"]),
         "slurmd_version": slurm_version(slurmd["stdout"]) if slurmd["rc"] == 0 else None,
     }
+
+
+# What a member's records say, as node_exporter's textfile collector reads them: status reads
+# every worker's release and last converge through Prometheus instead of over SSH. The
+# monitoring role's prometheus_members reads them back (a unit test holds the names equal).
+RECORD_METRICS = {
+    "release": ("slurm_app_release_info", "The release that last converged this member."),
+    "converged_by": (
+        "slurm_app_converged_by_timestamp_seconds",
+        "When the operation that last converged this member ended; its identity as labels.",
+    ),
+}
+
+
+def _label_value(value: Any) -> str:
+    """A label value in the exposition format's escaping (backslash, double quote, newline)."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def slurm_record_files(
+    record: dict[str, Any], kind: str, path: str, metrics_path: str
+) -> list[dict[str, Any]]:
+    """slurm_files' entries for one of the member's records (`kind`: release, or converged_by
+    with its `at`): the JSON at `path`, and where `metrics_path` is given the same record as one
+    gauge for the textfile collector (release: 1; converged_by: `at` in Unix seconds). One
+    evaluation makes both, so both hold the same moment."""
+    files = [{"path": path, "content": json.dumps(record, indent=4, sort_keys=True) + "\n"}]
+    if metrics_path:
+        name, help_text = RECORD_METRICS[kind]
+        labels = {key: value for key, value in sorted(record.items()) if key != "at"}
+        value = 1
+        if kind == "converged_by":
+            at = datetime.strptime(record["at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+            value = int(at.timestamp())
+        series = ",".join(f'{key}="{_label_value(text)}"' for key, text in labels.items())
+        content = f"# HELP {name} {help_text}\n# TYPE {name} gauge\n{name}{{{series}}} {value}\n"
+        files.append({"path": metrics_path, "content": content, "mode": "0644"})
+    return files
