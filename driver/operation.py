@@ -46,7 +46,7 @@ class Exit(IntEnum):
     OK = 0
     FAILED = 1  # lint: findings; run: the operation failed
     INVALID = 2  # usage error, or an invalid request
-    BUSY = 3  # another operation holds the instance lock
+    BUSY = 3  # another operation holds the instance's lock or its lease
 
 
 def report(findings: Sequence[Finding], fmt: str, **extra: object) -> None:
@@ -196,7 +196,6 @@ def execute(
                     result = run_playbook(plan, sink, cancelled=cancelled)
         except InstanceBusy as exc:
             result = untouched(request, ErrorInfo(code="instance_busy", message=str(exc)))
-            code = Exit.BUSY
         except Exception as exc:  # the platform must always get a result
             # The details (paths of the driver's host) go to its own stderr, not the result.
             print(f"slurm-app-driver: internal error: {exc!r}", file=sys.stderr)
@@ -210,6 +209,9 @@ def execute(
                 else untouched(request, error)
             )
             code = Exit.FAILED
+        if result.error is not None and result.error.code == "instance_busy":
+            # this host's lock, or the instance's lease that another driver host holds
+            code = Exit.BUSY
         if result.status != ResultStatus.SUCCEEDED and code == Exit.OK:
             code = Exit.FAILED
         _conclude(sink, result, result_file)

@@ -1,10 +1,13 @@
 """The platform's own settings for this driver installation: where packages that Debian does
-not carry come from. Read from SLURM_APP_SITE, else `site.yaml` in the state folder; absent
-means none of them is installed (a vendor's repository is trusted only through a pin the
-platform sets). Trusted (the platform's operators write it), unlike requests.
+not carry come from, where backups are fetched, how runs and the instance's lease go. Read
+from SLURM_APP_SITE, else `site.yaml` in the state folder; absent means none of those packages
+is installed (a vendor's repository is trusted only through a pin the platform sets).
+Trusted (the platform's operators write it), unlike requests.
 """
 
+import hashlib
 import os
+import socket
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -60,9 +63,32 @@ class Runs(StrictModel):
     mitogen: bool = True
 
 
+class Lease(StrictModel):
+    """The instance's lease, which every operation that changes something takes on the
+    instance's controller (the portal's host for a portal) so that one operation at a time
+    changes it, from whichever driver host. `driver_name`: how this driver installation is
+    named in the lease, on the customer's host and in another driver's `instance_busy`
+    (default: an opaque name, from which the customer's host learns nothing of the platform).
+    `expiry_s`: how long a lease holds when its driver died holding it, unless the same
+    driver runs the instance again (it holds its own instance lock then, so the dead run's
+    lease is its to take over); an operation running longer than this loses the lease's
+    protection (default 2 h). The name must differ between driver installations (state
+    folders): the default derives it from this host's name and the state folder."""
+
+    driver_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+    expiry_s: int = Field(default=7200, ge=10, le=7 * 86400)
+
+    def driver(self) -> str:
+        if self.driver_name:
+            return self.driver_name
+        installation = f"{socket.gethostname()}:{state_dir().resolve()}"
+        return f"driver-{hashlib.sha256(installation.encode()).hexdigest()[:12]}"
+
+
 class Site(StrictModel):
     backups: Backups = Backups()
     runs: Runs = Runs()
+    lease: Lease = Lease()
     grafana: PackageSource = PackageSource()
     dcgm_exporter: PackageSource = PackageSource()
     # artifact: a .tar.gz of a flat APT repository (folder ood-repository) with ondemand and

@@ -47,6 +47,8 @@ class AppAdapter:
     """Defaults for an app that needs nothing beyond its manifest."""
 
     slug: ClassVar[str] = ""
+    # The inventory group whose host keeps the instance's lease (slurm_common's lease.yml).
+    lease_group: ClassVar[str] = ""
     # The model of the app's adapter_detail (published in `schema operation-result`).
     detail_model: ClassVar[type[CommonDetail]] = CommonDetail
     # The member status an operation leaves on the members it touched when it succeeds

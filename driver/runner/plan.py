@@ -11,11 +11,26 @@ from driver.catalog import bundle_root
 from driver.inventory import Inventory, build_inventory
 from driver.models.manifest import Version
 from driver.models.request import OperationRequest
+from driver.site import load_site
 
 
 def count_plays(playbook: Path) -> int:
     plays = yaml.safe_load(playbook.read_text()) or []
     return len(plays) if isinstance(plays, list) else 1
+
+
+def with_lease(inventory: Inventory, group: str) -> Inventory:
+    """`inventory` with the host that keeps the instance's lease (the first of `group`, the
+    app's; "" for a read-only operation, which takes none) and the lease's settings."""
+    holders = inventory.groups.get(group, [])[:1] if group else []
+    if holders:
+        lease = load_site().lease
+        inventory.groups["slurm_app_lease_holder"] = holders
+        inventory.group_vars["slurm_common_lease"] = {
+            "driver": lease.driver(),
+            "expiry_s": lease.expiry_s,
+        }
+    return inventory
 
 
 @dataclass
@@ -40,7 +55,10 @@ class RunPlan:
             adapter=adapter,
             playbook=bundle_root() / spec.playbook,
             read_only=spec.read_only,
-            inventory=build_inventory(request, version, adapter.inventory_vars),
+            inventory=with_lease(
+                build_inventory(request, version, adapter.inventory_vars),
+                adapter.lease_group if not spec.read_only else "",
+            ),
         )
 
     @property

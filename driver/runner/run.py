@@ -305,6 +305,13 @@ def run_playbook(
         hosts=hosts,
         duration_s=round(time.monotonic() - started, 1),
     )
+    refusal = result.error.refusal if result.error is not None else None
+    if failed and refusal is not None and refusal[0] == "instance_busy":
+        # the preflight's lease: another operation (from any driver host) holds the instance,
+        # and this run stopped before it wrote anything on any host
+        return untouched(
+            request, ErrorInfo(code="instance_busy", message=refusal[1], host=result.error.host)
+        )
     if failed and result.error is None:
         said = collector.ansible_said()
         result.error = ErrorInfo(

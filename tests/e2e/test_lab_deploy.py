@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import VENV, console_script, run_events
 from job_checks import print_for_the_note
 from lab_tools import (
@@ -22,6 +23,7 @@ from lab_tools import (
     check_gpu_job_mapping,
     check_homes_are_their_users_alone,
     check_no_reader_separator_reaches_another_user,
+    journal_of,
     kill_host,
     lab_gateway,
     lab_operation,
@@ -300,20 +302,31 @@ def test_lab_hosts_are_labelled(deployed):
     assert docker_client().networks.list(names=["slurm-app-lab-e2e"])
 
 
-def test_sigterm_mid_run_cancels_it_and_a_rerun_converges(deployed, monkeypatch):
-    state, env = deployed["state"], deployed["env"]
+def _driver_until(request: Path, env: dict[str, str], reached, what: str) -> subprocess.Popen:
+    """`slurm-app-driver run REQUEST` by its full path, read until the event `reached` accepts
+    (the run still going); fails the test when the run ends first."""
     process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "slurm-app-driver"), "run", str(deployed["request"])],
+        [str(VENV / "bin" / "slurm-app-driver"), "run", str(request)],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
     )
     assert process.stdout is not None
     for line in process.stdout:
-        event = json.loads(line)
-        # the re-run of a converged deploy: cancelled while it reads the members
-        if event["event"] == "task.started" and event["play"].startswith("Members - compare"):
-            break
+        if reached(json.loads(line)):
+            return process
+    pytest.fail(f"the run ended before {what}")
+
+
+def test_sigterm_mid_run_cancels_it_and_a_rerun_converges(deployed, monkeypatch):
+    state, env = deployed["state"], deployed["env"]
+    # the re-run of a converged deploy: cancelled while it reads the members
+    process = _driver_until(
+        deployed["request"],
+        env,
+        lambda e: e["event"] == "task.started" and e["play"].startswith("Members - compare"),
+        "it read the members",
+    )
     process.send_signal(signal.SIGTERM)
     rest, _ = process.communicate(timeout=120)
     final = events(rest)[-1]
@@ -538,6 +551,66 @@ def test_drain_waits_for_jobs_never_kills_one_and_resume_returns_the_node(deploy
     assert on("e2e-ctl", "sinfo -h -n e2e-w01 -o %T").strip() == "idle"
     code, result = operation(deployed, "resume_worker", "e2e-w01")
     assert code == 0 and result["changed"] == 0, result
+
+
+def _driver_installation(tmp_path_factory, name: str, expiry_s: int) -> dict[str, str]:
+    """Another driver installation against the same lab (its own state folder, so its own
+    instance lock), named `name` in the instance's lease."""
+    state = tmp_path_factory.mktemp(f"driver-state-{name}")
+    env = platform_env(state)
+    site = yaml.safe_load((state / "site.yaml").read_text()) or {}
+    site["lease"] = {"driver_name": name, "expiry_s": expiry_s}
+    (state / "site.yaml").write_text(yaml.safe_dump(site))
+    return env
+
+
+def _lease_on_the_controller() -> list[dict]:
+    found = on("e2e-ctl", "cat /var/lib/slurm-app/lease-*.json 2>/dev/null || true")
+    return [json.loads(part) for part in found.replace("}\n{", "}\0{").split("\0") if part.strip()]
+
+
+def test_one_lease_per_instance_across_driver_hosts(deployed, tmp_path_factory):
+    """Two driver installations (two state folders, two instance locks, as two driver hosts
+    have) against one cluster: the first is killed while it holds the lease; the second is
+    refused with exit 3 naming the holder, nothing written on any host, until the lease
+    expires; a run that ends gives it back."""
+    first = _driver_installation(tmp_path_factory, "driver-one", expiry_s=20)
+    second = _driver_installation(tmp_path_factory, "driver-two", expiry_s=600)
+    request = lab_requests.operation_request(SPEC.name, "resume_worker", "e2e-w01", {})
+    held = json.loads(request.read_text())
+    process = _driver_until(
+        request,
+        first,
+        lambda e: (
+            e["event"] == "task.started" and e["task"].startswith("Write the operation's start")
+        ),
+        "it took the lease",
+    )
+    process.kill()
+    process.wait(timeout=10)
+    killed_at = time.monotonic()
+    (lease,) = _lease_on_the_controller()
+    assert lease["holder"] == {
+        "operation_id": held["operation"]["id"],
+        "operation": "resume_worker",
+        "correlation_id": held["correlation_id"],
+        "driver": "driver-one",
+    }
+    code, result = lab_operation(SPEC.name, second, "resume_worker", "e2e-w01")
+    assert code == 3 and result["error"]["code"] == "instance_busy", result
+    message = result["error"]["message"]
+    assert held["operation"]["id"] in message and "driver driver-one" in message, message
+    assert message.endswith("nothing was changed on any host")
+    assert result["instance"]["status"] == "unchanged" and result["changed"] == 0
+    refused = json.loads((lab_spec.lab_dir(SPEC.name) / "resume_worker.json").read_text())
+    for host in ("e2e-ctl", "e2e-w01"):
+        assert journal_of(SPEC.name, host, "resume_worker")[1] == [], host
+    assert refused["correlation_id"] != held["correlation_id"]
+    # the killed driver's lease expires by itself (20 s here; a site setting)
+    time.sleep(max(0.0, 21 - (time.monotonic() - killed_at)))
+    code, result = lab_operation(SPEC.name, second, "resume_worker", "e2e-w01")
+    assert code == 0, result
+    assert _lease_on_the_controller() == []
 
 
 def test_a_hostile_job_name_is_read_as_a_name(deployed):
@@ -937,28 +1010,23 @@ def test_a_failed_join_leaves_the_controller_untouched_or_the_node_down(deployed
     assert result["adapter_detail"]["hosts_touched"] == ["e2e-ctl", *four]
     statuses = _member_statuses(result)
     assert [statuses[f"e2e-worker-{host}"] for host in four] == ["ready"] * 4
+    assert _lease_on_the_controller() == []
 
 
 def _killed_while_recording_the_node(deployed, host: str, monkeypatch) -> None:
     """The driver SIGKILLed once the worker is prepared and the controller records the node:
-    no process of the run outlives it and the instance's lock is free at once."""
+    no process of the run outlives it and the instance's lock is free at once; its lease on
+    the controller stays until the same driver's next run takes it over."""
     state = deployed["state"]
     request = lab_requests.operation_request(
         SPEC.name, "add_worker", host, {"wait_idle_timeout_s": 120}
     )
-    process = subprocess.Popen(
-        [str(VENV / "bin" / "slurm-app-driver"), "run", str(request)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=deployed["env"],
+    process = _driver_until(
+        request,
+        deployed["env"],
+        lambda e: e["event"] == "task.started" and e["play"].startswith("Controller - record"),
+        "the controller recorded the node",
     )
-    assert process.stdout is not None
-    for line in process.stdout:
-        event = json.loads(line)
-        if event["event"] == "task.started" and event["play"].startswith("Controller - record"):
-            break
-    else:
-        pytest.fail("the add_worker run ended before the controller recorded the node")
     process.kill()
     process.wait(timeout=10)
     left = ""
@@ -970,6 +1038,9 @@ def _killed_while_recording_the_node(deployed, host: str, monkeypatch) -> None:
             break
         time.sleep(1)
     assert not left.split(), "a process of the killed run outlived the driver"
+    # its lease stays on the controller; the same driver's next run takes it over
+    (lease,) = _lease_on_the_controller()
+    assert lease["holder"]["operation_id"] == json.loads(request.read_text())["operation"]["id"]
     instance = json.loads(request.read_text())["instance"]["id"]
     with monkeypatch.context() as driver_state:  # the lab's own files stay where they are
         driver_state.setenv("SLURM_APP_STATE_DIR", str(state))

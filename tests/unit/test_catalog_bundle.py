@@ -186,6 +186,8 @@ def test_a_request_without_config_gives_the_roles_their_own_defaults(monkeypatch
             "slurm_controller_instance_id",
             "slurm_common_release",
             "slurm_common_journal",
+            # the driver's own: its lease's settings
+            "slurm_common_lease",
         ):
             assert value == defaults[name], name
 
@@ -229,14 +231,21 @@ def test_a_portal_request_without_config_gives_the_role_its_own_defaults(monkeyp
 
 def test_a_companion_portal_reads_the_controller_on_deploy_only(monkeypatch, tmp_path):
     deploy = _portal_plan(monkeypatch, tmp_path)
-    assert deploy.groups == {"open_ondemand": ["ood-01"], "slurm_controller": ["slurm-ctl"]}
+    # the portal's own lease is on its host
+    assert deploy.groups == {
+        "open_ondemand": ["ood-01"],
+        "slurm_controller": ["slurm-ctl"],
+        "slurm_app_lease_holder": ["ood-01"],
+    }
     assert deploy.group_vars["open_ondemand_cohosted"] is False
     assert deploy.group_vars["open_ondemand_cluster_name"] == "research"
     assert deploy.group_vars["open_ondemand_login_host"] == "10.40.0.10"
     assert deploy.group_vars["open_ondemand_server_name"] == "ood.research.example.com"
-    for operation in ("status", "restart", "decommission"):
+    assert _portal_plan(monkeypatch, tmp_path, "status").groups == {"open_ondemand": ["ood-01"]}
+    for operation in ("restart", "decommission"):
         assert _portal_plan(monkeypatch, tmp_path, operation).groups == {
-            "open_ondemand": ["ood-01"]
+            "open_ondemand": ["ood-01"],
+            "slurm_app_lease_holder": ["ood-01"],
         }
     # the /node/ proxy reaches the cluster's workers only: not the controller (no slurmd in
     # separate placement), not the portal itself
@@ -248,7 +257,11 @@ def test_a_cohosted_portal_is_the_controller(monkeypatch, tmp_path, upper):
     """However the ids are spelled, a portal on the controller's allocation is co-hosted: its
     decommission never runs the companion's teardown there."""
     deploy = _portal_plan(monkeypatch, tmp_path, cohosted=True, upper=upper)
-    assert deploy.groups == {"open_ondemand": ["slurm-ctl"], "slurm_controller": ["slurm-ctl"]}
+    assert deploy.groups == {
+        "open_ondemand": ["slurm-ctl"],
+        "slurm_controller": ["slurm-ctl"],
+        "slurm_app_lease_holder": ["slurm-ctl"],
+    }
     assert deploy.group_vars["open_ondemand_cohosted"] is True
     assert deploy.group_vars["open_ondemand_cluster_name"] == "research"
     for operation in ("decommission", "restart"):

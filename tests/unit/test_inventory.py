@@ -34,6 +34,7 @@ def test_deploy_separate_touches_controller_and_initial_workers():
         "slurm_controller": ["slurm-ctl"],
         "monitoring": ["slurm-ctl"],
         "slurm_workers": ["gpu-01", "gpu-02"],
+        "slurm_app_lease_holder": ["slurm-ctl"],
     }
     host = inventory.hosts["gpu-01"]
     assert (host["ansible_host"], host["ansible_port"], host["ansible_user"]) == (

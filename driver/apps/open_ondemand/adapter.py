@@ -36,6 +36,7 @@ from driver.site import role_vars as site_role_vars
 
 class OpenOnDemand(AppAdapter):
     slug = "open-ondemand"
+    lease_group = "open_ondemand"
     detail_model = PortalDetail
     config_fields = frozenset(
         {"portal_title", "interactive_apps", "server_name", "embed_origins", "oidc"}

@@ -75,6 +75,8 @@ BACKUP_CODES = ("backup_missing", "backup_mismatch", "backup_corrupt", "backup_i
 
 class SlurmReference(AppAdapter):
     slug = "slurm-reference"
+    # replace_controller's inventory holds the new controller alone there
+    lease_group = "slurm_controller"
     detail_model = SlurmDetail
     operation_errors: ClassVar[dict[str, OperationError]] = {
         "drain_timeout": OperationError(
