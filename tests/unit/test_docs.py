@@ -13,6 +13,7 @@ from conftest import ROOT
 PAGES = [
     ROOT / "README.md",
     *(ROOT / folder / "README.md" for folder in ("bench", "roles", "molecule")),
+    *sorted((ROOT / "bench" / "reports").glob("*.md")),
     *sorted((ROOT / "docs").glob("*.md")),
 ]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -58,6 +59,14 @@ def test_every_manual_is_in_the_index_and_the_readme_is_short():
     for page in (ROOT / "docs").glob("*.md"):
         assert page.name == "index.md" or f"]({page.name})" in index, page.name
     assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+
+
+def test_bench_readme_is_an_index_of_its_report_pages():
+    """Every dated measurement is on its area's page; bench/README.md lists the pages."""
+    index = (ROOT / "bench" / "README.md").read_text()
+    for page in (ROOT / "bench" / "reports").glob("*.md"):
+        assert f"](reports/{page.name})" in index, page.name
+    assert len(index.splitlines()) <= 80
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
