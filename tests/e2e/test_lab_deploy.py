@@ -565,7 +565,7 @@ def _driver_installation(tmp_path_factory, name: str, expiry_s: int) -> dict[str
 
 
 def _lease_on_the_controller() -> list[dict]:
-    found = on("e2e-ctl", "cat /var/lib/slurm-app/lease-*.json 2>/dev/null || true")
+    found = on("e2e-ctl", "cat /run/slurm-app-lease/*.json 2>/dev/null || true")
     return [json.loads(part) for part in found.replace("}\n{", "}\0{").split("\0") if part.strip()]
 
 
@@ -581,8 +581,10 @@ def test_one_lease_per_instance_across_driver_hosts(deployed, tmp_path_factory):
     process = _driver_until(
         request,
         first,
+        # the journal's start entry: the preflight's next task after the lease's
         lambda e: (
-            e["event"] == "task.started" and e["task"].startswith("Write the operation's start")
+            e["event"] == "task.started"
+            and e["task"] == "Write the run's entry in the host's journal"
         ),
         "it took the lease",
     )

@@ -21,7 +21,7 @@ NOW = 1_800_000_000.0
 
 
 def _path(tmp_path: Path) -> str:
-    return str(tmp_path / "slurm-app" / "lease-1.json")
+    return str(tmp_path / "slurm-app-lease" / "instance-1.json")
 
 
 def test_a_free_lease_is_taken_and_another_driver_is_told_who_holds_it(tmp_path):
@@ -33,6 +33,8 @@ def test_a_free_lease_is_taken_and_another_driver_is_told_who_holds_it(tmp_path)
     refused = lease.take(path, B, 600, NOW + 10)
     assert refused["held_by"]["holder"] == A
     assert json.loads(Path(path).read_text())["holder"] == A  # nothing written
+    # the folder's own lock: no lock file, no staged file left beside the lease
+    assert [f.name for f in Path(path).parent.iterdir()] == ["instance-1.json"]
 
 
 def test_it_expires_and_is_renewed_by_its_own_operation(tmp_path):
@@ -68,6 +70,9 @@ def test_only_its_holder_gives_it_back(tmp_path):
     assert Path(path).exists()
     assert lease.give_back(path, A) == {"held_by": None, "lease": None}
     assert not Path(path).exists()
+    assert lease.give_back(path, A) == {"held_by": None, "lease": None}
+    # its folder gone (a reboot; a host torn down): nothing to give back
+    Path(path).parent.rmdir()
     assert lease.give_back(path, A) == {"held_by": None, "lease": None}
 
 

@@ -16,8 +16,10 @@ description:
     operation's run is over - a driver killed, then run again); then its expiry starts again.
     Held by another driver's operation, nothing is written and C(held_by) names the holder.
   - I(state=released) removes it when this operation holds it, and nothing else.
-  - Two runs at once on the host are serialised by an flock on a file beside the lease; the
-    lease is replaced by a rename, never half-written. The host's clock decides expiry.
+  - The lease lives in C(/run), so a reboot of its host frees it, and nothing of it stays in the
+    host's state (a refused operation leaves the host's files as they were). Two runs at once
+    on the host are serialised by an flock on the lease's folder (no lock file); the lease is
+    replaced by a rename, never half-written. The host's clock decides expiry.
   - Bookkeeping, like the journal - never reported changed, and it acts in check mode too (a
     dry run also keeps another operation out).
 options:
@@ -79,8 +81,8 @@ STAMP = "%Y-%m-%dT%H:%M:%SZ"
 @contextlib.contextmanager
 def _locked(path: str) -> Iterator[None]:
     """Held while the lease is read and written: two operations' preflights may reach the host
-    at once."""
-    descriptor = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    at once. The lock is the folder's own, so that no lock file is left behind."""
+    descriptor = os.open(Path(path).parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
@@ -140,7 +142,10 @@ def take(path: str, holder: dict[str, str], expiry_s: int, now: float) -> dict[s
 
 
 def give_back(path: str, holder: dict[str, str]) -> dict[str, Any]:
-    """{held_by, lease}: the lease removed when `holder` held it."""
+    """{held_by, lease}: the lease removed when `holder` held it (nothing to give back where
+    its folder is gone: a reboot, or a host torn down)."""
+    if not Path(path).parent.is_dir():
+        return {"held_by": None, "lease": None}
     with _locked(path):
         current = _read(path)
         if (
