@@ -5,6 +5,7 @@ worker it did not read itself."""
 import importlib
 import json
 from datetime import UTC, datetime
+from types import ModuleType
 
 import pytest
 import yaml
@@ -18,7 +19,14 @@ from driver.role_code import role_code
 from driver.runner.plan import RunPlan
 
 monitoring = role_code("monitoring", "filter_plugins", "monitoring")
-readers = role_code("slurm_common", "filter_plugins", "slurm_output")
+# slurm_output puts the readers' package on the import path
+role_code("slurm_common", "filter_plugins", "slurm_output")
+
+
+def reports() -> ModuleType:
+    """The readers' reports module, where the record files are made."""
+    return importlib.import_module("slurm_readers.reports")
+
 
 RELEASE = {"app_slug": "slurm-reference", "app_version": "1.4.0", "bundle_version": "1.4.0"}
 CONVERGED = {
@@ -32,7 +40,7 @@ CONVERGED = {
 
 
 def _textfile(record: dict, kind: str) -> str:
-    (_, metrics) = readers.FilterModule().filters()["slurm_record_files"](
+    (_, metrics) = reports().slurm_record_files(
         record, kind, "/var/lib/slurm-app/x.json", "/var/lib/prometheus/node-exporter/x.prom"
     )
     assert metrics["path"].endswith(".prom") and metrics["mode"] == "0644"
@@ -97,9 +105,7 @@ def test_a_failed_query_names_why():
 
 
 def test_the_query_asks_for_the_records_by_the_names_they_are_written_under():
-    # slurm_output put the readers' package on the import path
-    reports = importlib.import_module("slurm_readers.reports")
-    names = {name for name, _ in reports.RECORD_METRICS.values()}
+    names = {name for name, _ in reports().RECORD_METRICS.values()}
     assert names == {monitoring.RELEASE_METRIC, monitoring.CONVERGED_METRIC}
     assert all(name in monitoring.MEMBERS_QUERY for name in names)
 
