@@ -67,12 +67,15 @@ def test_a_read_only_run_carries_no_identity_to_journal():
 
 
 def test_the_preflight_journals_the_start_and_reports_the_hosts_it_reached():
-    (play,) = yaml.safe_load((ROOT / "playbooks" / "preflight.yml").read_text())
-    names = [task["name"] for task in play["tasks"]]
+    """Every host answers, then the lease (its own play, on its one host), then the journal."""
+    reach, lease, journal = yaml.safe_load((ROOT / "playbooks" / "preflight.yml").read_text())
+    assert "Mark the hosts the rest of the run acts on" in [task["name"] for task in reach["tasks"]]
+    assert [task["vars"] for task in lease["tasks"]] == [{"slurm_common_lease_state": "held"}]
+    names = [task["name"] for task in journal["tasks"]]
     start = names.index("Write the operation's start in the host's journal")
     reached = names.index("Report the hosts the run reached, whose journal must get the end")
-    assert names.index("Mark the hosts the rest of the run acts on") < start < reached
-    assert play["tasks"][start]["vars"] == {"slurm_common_journal_event": "start"}
+    assert start < reached
+    assert journal["tasks"][start]["vars"] == {"slurm_common_journal_event": "start"}
 
 
 def test_the_runs_identity_is_in_every_changing_inventory_and_out_of_the_converge_digest():
