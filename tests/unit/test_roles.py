@@ -505,10 +505,12 @@ DPKG = [
     "slurm-client ii ",
     "slurmd un ",  # known to dpkg, never installed
     "prometheus-node-exporter rc ",  # removed, its configuration left
+    "jupyter-notebook ii ",  # a runtime no longer asked for, still there
+    "xvnc rc ",  # one removed before
 ]
 SETS = [
     {"packages": ["munge", "slurm-client"]},
-    {"packages": ["slurmd", "munge"], "units": ["slurmd"]},
+    {"packages": ["slurmd", "munge"], "units": ["slurmd"], "absent": ["jupyter-notebook", "xvnc"]},
     {
         "packages": ["prometheus-node-exporter"],
         "units": ["prometheus-node-exporter"],
@@ -527,6 +529,8 @@ SETS = [
                 "packages": ["slurmd", "prometheus-node-exporter"],
                 "units": ["slurmd", "prometheus-node-exporter"],
                 "wanted": ["munge", "slurm-client", "slurmd", "prometheus-node-exporter"],
+                # of what a set removes where the host holds it, what the host holds
+                "held": ["jupyter-notebook"],
             },
         ),
         # an optional set that failed: the others without it
@@ -537,6 +541,7 @@ SETS = [
                 "packages": ["slurmd"],
                 "units": ["slurmd"],
                 "wanted": ["munge", "slurm-client", "slurmd"],
+                "held": ["jupyter-notebook"],
             },
         ),
         # a re-run: nothing to install, and no running daemon's unit is masked
@@ -547,6 +552,7 @@ SETS = [
                 "packages": [],
                 "units": [],
                 "wanted": ["munge", "slurm-client", "slurmd", "prometheus-node-exporter"],
+                "held": [],
             },
         ),
         # only the exporter missing: only its unit is masked
@@ -557,6 +563,7 @@ SETS = [
                 "packages": ["prometheus-node-exporter"],
                 "units": ["prometheus-node-exporter"],
                 "wanted": ["munge", "slurm-client", "slurmd", "prometheus-node-exporter"],
+                "held": [],
             },
         ),
     ],
