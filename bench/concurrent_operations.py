@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,12 +38,14 @@ MIB = 1024 * 1024
 
 
 class TreeSampler(threading.Thread):
-    """Samples a process and its descendants until it ends: peak PSS sum, peak single RSS."""
+    """Samples a process and its descendants until it ends (or only the descendants:
+    `with_root` false): peak PSS sum, peak single RSS."""
 
-    def __init__(self, pid: int, every_s: float) -> None:
+    def __init__(self, pid: int, every_s: float, with_root: bool = True) -> None:
         super().__init__(daemon=True)
         self.root = psutil.Process(pid)
         self.every_s = every_s
+        self.with_root = with_root
         self.peak_pss = 0
         self.peak_rss = 0
         self.peak_processes = 0
@@ -51,7 +54,7 @@ class TreeSampler(threading.Thread):
     def run(self) -> None:
         while not self.finished.is_set():
             with contextlib.suppress(psutil.NoSuchProcess):
-                tree = [self.root, *self.root.children(recursive=True)]
+                tree = [self.root] * self.with_root + self.root.children(recursive=True)
                 pss = 0
                 for process in tree:
                     with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
@@ -61,6 +64,19 @@ class TreeSampler(threading.Thread):
                 self.peak_pss = max(self.peak_pss, pss)
                 self.peak_processes = max(self.peak_processes, len(tree))
             self.finished.wait(self.every_s)
+
+
+@contextlib.contextmanager
+def children_sampled(every_s: float = 0.5) -> Iterator[TreeSampler]:
+    """This process's descendants sampled while the block runs (a driver call through
+    subprocess, say): the sampler's peaks once the block is done."""
+    sampler = TreeSampler(os.getpid(), every_s, with_root=False)
+    sampler.start()
+    try:
+        yield sampler
+    finally:
+        sampler.finished.set()
+        sampler.join()
 
 
 def run_measured(request: Path, every_s: float) -> dict[str, Any]:

@@ -8,10 +8,16 @@ the same ansible-playbook. The peer gets what it needs to run jobs in a containe
 munge key, slurm.conf with proctrack/linuxproc and task/none, each node's address); its
 packages are downloaded untimed first (the image caches only ours). Each peer row is split into
 its playbook and the time until `srun -N <all>` ran on every node, which is where our readiness
-proof ends. Beside them, the floor of node_exporter alone: its package installed on a fresh
-host from the image's cache.
+proof ends. Each deploy's memory is the peak of its process tree's proportional set sizes
+(sampled every second: ours the driver, ansible-runner, ansible-playbook and its workers;
+Galaxy's ansible-playbook and its workers). Beside them, the floor of node_exporter alone: its
+package installed on a fresh host from the image's cache.
+
+--chart FILE draws control CPU and wall time against the workers, both deploys, as an SVG
+(matplotlib: `pip install -e '.[bench]'`).
 
 Usage: python -m bench.peer_deploy --galaxy PATH [--distro bookworm] [--sizes 3 6] [--keep]
+[--json FILE] [--chart FILE]
 """
 
 import argparse
@@ -26,6 +32,7 @@ import yaml
 
 from bench import markdown
 from bench.bulk_add import control_cpu_s
+from bench.concurrent_operations import MIB, children_sampled
 from bench.member_operations import PLATFORM_ENV, driver, figures, on_host, result_of
 from driver.lab import lab as lab_hosts
 from driver.lab.spec import LabSpec, key_dir, lab_dir
@@ -160,6 +167,8 @@ COLUMNS = {
     "peer_changes": "Galaxy: changes",
     "peer_tasks": "Galaxy: tasks",
     "peer_cpu_s": "Galaxy: control CPU s",
+    "ours_pss_mib": "ours: peak memory MiB",
+    "peer_pss_mib": "Galaxy: peak memory MiB",
     "ours_rerun_s": "ours: unchanged re-run s",
     "ours_rerun_cpu_s": "ours: re-run control CPU s",
     "peer_rerun_s": "Galaxy: unchanged re-run s",
@@ -174,6 +183,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[3, 6])
     parser.add_argument("--keep", action="store_true", help="leave the last labs running")
     parser.add_argument("--json", help="also write the measurements here")
+    parser.add_argument("--chart", type=Path, help="draw the curves into this SVG")
     args = parser.parse_args()
     rows = []
     try:
@@ -181,14 +191,16 @@ def main() -> None:
             for lab in (OURS, PEER):
                 lab_hosts.down(lab)
             before = control_cpu_s()
-            wall = driver("lab", "up", "--name", OURS, "--workers", str(workers),
-                          "--distro", args.distro)  # fmt: skip
+            with children_sampled(1.0) as ours_memory:
+                wall = driver("lab", "up", "--name", OURS, "--workers", str(workers),
+                              "--distro", args.distro)  # fmt: skip
             ours, ours_cpu = figures(OURS, "deploy", wall), control_cpu_s() - before
             before = control_cpu_s()
             driver("lab", "op", "deploy", "--name", OURS, "--format", "json")
             rerun, rerun_cpu = result_of(OURS, "deploy"), control_cpu_s() - before
             before = control_cpu_s()
-            peer = peer_deploy(args.galaxy.resolve(), args.distro, workers)
+            with children_sampled(1.0) as peer_memory:
+                peer = peer_deploy(args.galaxy.resolve(), args.distro, workers)
             peer_cpu = control_cpu_s() - before
             rows.append({
                 "size": f"1+{workers}", "ours_s": ours["duration_s"],
@@ -199,7 +211,11 @@ def main() -> None:
                 "peer_cpu_s": round(peer_cpu - peer["rerun_cpu_s"], 1),
                 "ours_rerun_s": rerun["duration_s"], "ours_rerun_cpu_s": round(rerun_cpu, 1),
                 "peer_rerun_s": peer["rerun_s"], "peer_rerun_cpu_s": peer["rerun_cpu_s"],
+                "ours_pss_mib": round(ours_memory.peak_pss / MIB),
+                "peer_pss_mib": round(peer_memory.peak_pss / MIB),
             })  # fmt: skip
+            if args.json:  # each size as it ends: a long run stopped early keeps what it measured
+                Path(args.json).write_text(json.dumps({"rows": rows}) + "\n")
         for lab in (OURS, PEER):
             lab_hosts.down(lab)
         exporter_s = node_exporter_floor(args.distro)
@@ -223,6 +239,34 @@ def main() -> None:
         print(ratios(first, last, added))
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "node_exporter_s": exporter_s}) + "\n")
+    if args.chart:
+        chart(rows, args.chart)
+
+
+def chart(rows: list[dict[str, Any]], path: Path) -> None:
+    """Control CPU and wall time against the workers, ours and Galaxy's, side by side."""
+    # imported here: a bench extra, which the tables need none of
+    import matplotlib
+
+    matplotlib.use("svg")
+    import matplotlib.pyplot as plt
+
+    workers = [int(row["size"][2:]) for row in rows]
+    figure, (cpu, wall) = plt.subplots(1, 2, figsize=(10, 4))
+    for axes, ours, peer, label in (
+        (cpu, "ours_cpu_s", "peer_cpu_s", "control CPU s"),
+        (wall, "ours_s", "peer_job_s", "s until a job ran on every node"),
+    ):
+        axes.plot(workers, [row[ours] for row in rows], marker="o", label="ours")
+        axes.plot(workers, [row[peer] for row in rows], marker="s", label="galaxyproject's role")
+        axes.set_xlabel("workers (1 controller + N)")
+        axes.set_ylabel(label)
+        axes.set_xticks(workers)
+        axes.grid(alpha=0.3)
+        axes.legend()
+    figure.suptitle("A deploy's control side against the cluster's size (2 cores, one run)")
+    figure.tight_layout()
+    figure.savefig(path, metadata={"Date": None})
 
 
 def ratios(first: dict[str, Any], last: dict[str, Any], added: int) -> str:
