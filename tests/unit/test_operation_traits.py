@@ -103,7 +103,7 @@ def shown(playbook: Path) -> OperationTraits:
     }
     return OperationTraits(
         monitoring=any(role == "monitoring" for role, _ in roles) or bool(MONITORING_PARTS & parts),
-        prepares_workers=("slurm_worker", "main") in roles,
+        prepares_workers=("slurm_worker", "join") in roles,
         backup=any(BACKUP_VARIABLE in path.read_text() for path in role_files(roles)),
         # the joined workers' plays run over the group of those prepared in this run
         reports_joined_workers="slurm_app_prepared" in plays,
