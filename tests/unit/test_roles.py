@@ -99,7 +99,12 @@ def test_an_operation_validates_the_roles_variables_once_per_host():
     deploy). A role's main, included by another role, still validates where the role runs
     alone."""
     preflight = yaml.safe_load((ROOT / "playbooks" / "preflight.yml").read_text())
-    check = next(t for t in preflight[0]["tasks"] if "validate_argument_spec" in str(t))
+    check = next(
+        task
+        for play in preflight
+        for task in play["tasks"]
+        if "validate_argument_spec" in str(task)
+    )
     spec = check["vars"]["__preflight_role_specs"]
     assert all(role.name in spec for role in ROLES)
     playbooks = [*(ROOT / "playbooks").rglob("*.yml")]

@@ -2,7 +2,9 @@
 masked with ansible.builtin.file, the packages installed with ansible.builtin.apt, then the
 units unmasked (also when apt fails) and systemd reloaded with ansible.builtin.systemd_service.
 Four tasks cost the control side four steps on every installing host; this is one, and each
-module keeps its own idempotence and check mode."""
+module keeps its own idempotence and check mode. Where it succeeds, the host's fact
+slurm_common_installed_packages says what the host holds (the caller's `installed`), for the
+other roles' own installs to skip: one more set_fact step saved."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ UNIT_FOLDER = "/etc/systemd/system"
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset({"packages", "masked_units", "cache_valid_time"})
+    _VALID_ARGS = frozenset({"packages", "masked_units", "cache_valid_time", "installed"})
 
     def _module(self, name: str, args: dict[str, Any], task_vars: dict | None) -> dict:
         return self._execute_module(module_name=name, module_args=args, task_vars=task_vars)
@@ -25,8 +27,9 @@ class ActionModule(ActionBase):
         args = self._task.args
         packages = list(args.get("packages") or [])
         units = list(args.get("masked_units") or [])
+        held = {"slurm_common_installed_packages": list(args.get("installed") or packages)}
         if not packages:
-            return result | {"changed": False, "msg": "nothing to install"}
+            return result | {"changed": False, "msg": "nothing to install", "ansible_facts": held}
         unit_paths = [f"{UNIT_FOLDER}/{unit}.service" for unit in units]
         steps: dict[str, Any] = {}
         try:
@@ -57,4 +60,6 @@ class ActionModule(ActionBase):
         for key in ("failed", "msg", "stdout", "stderr", "rc", "cache_updated"):
             if key in installed:
                 result[key] = installed[key]
+        if not installed.get("failed"):
+            result["ansible_facts"] = held
         return result

@@ -31,6 +31,14 @@ options:
     description: Update apt's cache first where it is older than this many seconds.
     type: int
     default: 86400
+  installed:
+    description:
+      - What the host holds once the packages are installed (those it held before included),
+        set as its fact C(slurm_common_installed_packages) where the install succeeds or there
+        is nothing to install. Default O(packages).
+    type: list
+    elements: str
+    default: []
 author: slurm-app-bundle
 """
 
@@ -50,6 +58,10 @@ cache_updated:
   description: Whether apt's cache was updated.
   returned: when packages were given
   type: bool
+ansible_facts:
+  description: slurm_common_installed_packages, what the host holds.
+  returned: success
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
@@ -61,6 +73,7 @@ def main() -> None:
             "packages": {"type": "list", "elements": "str", "required": True},
             "masked_units": {"type": "list", "elements": "str", "default": []},
             "cache_valid_time": {"type": "int", "default": 86400},
+            "installed": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
