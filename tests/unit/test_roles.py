@@ -603,3 +603,27 @@ def test_the_preflight_checks_the_given_variables_on_a_host_of_any_role(tmp_path
     assert (ran.returncode != 0) is refused, ran.stdout[-2000:]
     if refused:
         assert "Elements value for option 'slurm_common_users'" in ran.stdout, ran.stdout[-2000:]
+
+
+def test_the_converge_decision_reads_a_reading_as_the_record_wrote_it():
+    """slurm_converge_reading: the record written after a converge (a reading without the last
+    record) holds the fingerprint the next deploy's reading (with the record after the marker)
+    gives, so an unchanged member compares equal; a member that could not be read has none."""
+    converge = role_filters("slurm_converge")
+    marker = "--- the last record ---"
+    # as Ansible registers a command's output: without its last newline
+    state = "abc  /etc/slurm/slurm.conf\nmunge 0.5 installed"
+    after_converge = converge.slurm_converge_reading({"rc": 0, "stdout": state}, "req", marker)
+    assert after_converge["recorded"] == ""
+    record = after_converge["fingerprint"]
+    assert record == f"req {hashlib.sha256(state.encode()).hexdigest()}"
+    next_deploy = converge.slurm_converge_reading(
+        {"rc": 0, "stdout": f"{state}\n{marker}\n{record}"}, "req", marker
+    )
+    assert next_deploy == {"fingerprint": record, "recorded": record}
+    changed = converge.slurm_converge_reading(
+        {"rc": 0, "stdout": f"{state}x\n{marker}\n{record}"}, "req", marker
+    )
+    assert changed["fingerprint"] != changed["recorded"]
+    unread = converge.slurm_converge_reading({"rc": 1, "stdout": state}, "req", marker)
+    assert unread["fingerprint"] == ""
