@@ -121,30 +121,53 @@ def test_the_module_sends_one_entry_and_changes_nothing(tmp_path, monkeypatch):
     server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     server.bind(str(path))
     args = tmp_path / "args.json"
-    fields = {"SLURM_APP_OPERATION_ID": "op-1", "SLURM_APP_CORRELATION_ID": "corr-1"}
-    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"message": "m", "fields": fields}}))
+    identity = {
+        "operation_id": "op-1", "operation": "deploy", "correlation_id": "corr-1",
+        "instance_id": "inst-1", "app_slug": "slurm-reference",
+    }  # fmt: skip
+
+    def run(**params: object) -> dict:
+        args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": params}))
+        done = subprocess.run(
+            [sys.executable, str(module), str(args)], capture_output=True, text=True
+        )
+        return json.loads(done.stdout)
+
     source = MODULE.read_text().replace(
         'SOCKET = "/run/systemd/journal/socket"', f'SOCKET = "{path}"'
     )
     module = tmp_path / "slurm_journal.py"
     module.write_text(source)
-    done = subprocess.run([sys.executable, str(module), str(args)], capture_output=True, text=True)
-    answer = json.loads(done.stdout)
-    assert answer["changed"] is False and answer["written"] is True, done
-    received = server.recv(65536).decode().splitlines()
-    assert received == [
-        "MESSAGE=m", "PRIORITY=6", "SYSLOG_IDENTIFIER=slurm-app",
-        "SLURM_APP_OPERATION_ID=op-1", "SLURM_APP_CORRELATION_ID=corr-1",
+    answer = run(operation=identity, event="step", step="slurmctld restart")
+    assert answer["changed"] is False and answer["written"] is True, answer
+    assert server.recv(65536).decode().splitlines() == [
+        "MESSAGE=slurm-app deploy slurmctld restart (operation op-1, correlation corr-1)",
+        "PRIORITY=6", "SYSLOG_IDENTIFIER=slurm-app", "SLURM_APP_EVENT=step",
+        "SLURM_APP_OPERATION_ID=op-1", "SLURM_APP_OPERATION=deploy",
+        "SLURM_APP_CORRELATION_ID=corr-1", "SLURM_APP_INSTANCE_ID=inst-1",
+        "SLURM_APP_APP=slurm-reference", "SLURM_APP_STEP=slurmctld restart",
     ]  # fmt: skip
+    # a failed end is a warning, and carries its outcome
+    assert run(operation=identity, event="end", outcome="failed")["written"] is True
+    received = server.recv(65536).decode().splitlines()
+    assert "PRIORITY=4" in received and received[-1] == "SLURM_APP_OUTCOME=failed"
+    assert received[0].startswith("MESSAGE=slurm-app deploy ended: failed (operation op-1")
+    # no identity (a playbook run by hand): nothing written, nothing failed
+    answer = run(operation={}, event="start")
+    assert answer["written"] is False and not answer.get("failed"), answer
+    server.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        server.recv(65536)
     server.close()
     # no journald: a warning, never a failure
     path.unlink()
-    done = subprocess.run([sys.executable, str(module), str(args)], capture_output=True, text=True)
-    answer = json.loads(done.stdout)
+    answer = run(operation=identity, event="start")
     assert answer["written"] is False and not answer.get("failed") and answer["warnings"]
-    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"message": "m", "fields": {"bad=": "x"}}}))
-    done = subprocess.run([sys.executable, str(module), str(args)], capture_output=True, text=True)
-    assert json.loads(done.stdout)["failed"] is True
+    # an identity that lacks a field, a step without its name: refused, named
+    answer = run(operation={**identity, "correlation_id": ""}, event="start")
+    assert answer["failed"] is True and "correlation_id" in answer["msg"]
+    answer = run(operation=identity, event="step")
+    assert answer["failed"] is True and answer["msg"].startswith("step:")
 
 
 def test_a_run_that_stops_early_gets_its_end_from_the_driver(tmp_path):
