@@ -476,6 +476,15 @@ def _role_vars(role: str) -> dict:
     return yaml.safe_load((ROOT / "roles" / role / "vars" / "main.yml").read_text())
 
 
+def test_a_release_keeps_the_scheduled_backups_units_the_controller_installs():
+    """slurm_common's release scope names the controller's backup units, which it cannot read
+    from slurm_controller's variables: a unit renamed in one and not the other would be left
+    out of an upgrade's snapshot and a rollback's restore."""
+    units = _role_vars("slurm_controller")["__slurm_controller_backup_unit_paths"]
+    scope = _role_vars("slurm_common")["__slurm_common_release_scope"]
+    assert units and all(f"'{path}'" in scope for path in units), units
+
+
 def test_the_converge_reading_covers_every_package_and_unit_the_roles_install():
     """slurm_common's unchanged-re-run check reads the packages and units it lists: one a role
     installs but the list lacks could be removed by hand and the next deploy would not notice."""
