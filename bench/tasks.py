@@ -39,10 +39,10 @@ def answer_in_process(
         sys.path.insert(0, str(ROOT / path))
     imported = time.perf_counter()
     import slurm_app_task
-    import slurm_task_core
+    from slurm_tasks import core
 
     import_s = time.perf_counter() - imported
-    slurm_task_core.slurm = slurm
+    core.slurm = slurm
     config = {
         "storage_mount": "",
         "users": [],

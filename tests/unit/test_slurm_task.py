@@ -1,4 +1,4 @@
-"""The typed tasks (roles/slurm_common/files/slurm_app_task.py and its slurm_task_*) against the
+"""The typed tasks (roles/slurm_common/files/slurm_app_task.py and its slurm_tasks/) against the
 Slurm answers captured from real 22.05 and 24.11 daemons: the answers' shapes are the
 manifest's output schemas, hostile inputs are refused before any Slurm command runs, submit and
 cancel run as the requesting user with the script as data, and each is audited."""
@@ -6,6 +6,7 @@ cancel run as the requesting user with the script as data, and each is audited."
 import importlib
 import json
 import pwd
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ for folder in ("roles/slurm_common/files", "roles/slurm_controller/files"):
     if str(ROOT / folder) not in sys.path:
         sys.path.insert(0, str(ROOT / folder))
 task = importlib.import_module("slurm_app_task")
-core = importlib.import_module("slurm_task_core")
+core = importlib.import_module("slurm_tasks.core")
 
 MANIFEST = yaml.safe_load((MANIFESTS / "slurm-reference" / "manifest.yaml").read_text())
 TASKS = {t["name"]: t for t in MANIFEST["versions"][-1]["tasks"]}
@@ -500,3 +501,25 @@ def test_without_accounting_a_job_is_what_slurmctld_holds_and_says_so(jobs_host,
     jobs_host.held.discard(failed)
     gone = ask_job(jobs_host, tmp_path, failed)
     assert gone["error"]["code"] == "not_found" and "in slurmctld" in gone["error"]["message"]
+
+
+def test_each_domain_declares_the_tasks_its_module_handles_and_the_manifest_lists_them():
+    """A typed task lives in one place: its handler in slurm_tasks/<domain>.py, its manifest
+    entry beside it in <domain>.yaml; the manifest's list is what scripts/manifest_tasks.py
+    copies from those, in DOMAINS' order."""
+    package = ROOT / "roles/slurm_common/files/slurm_tasks"
+    domains = importlib.import_module("slurm_tasks").DOMAINS
+    assert {p.stem for p in package.glob("*.py")} - {"__init__", "core"} == set(domains)
+    assert {p.stem for p in package.glob("*.yaml")} == set(domains)
+    declared = []
+    for name in domains:
+        handled = importlib.import_module(f"slurm_tasks.{name}").TASKS
+        entries = yaml.safe_load((package / f"{name}.yaml").read_text())
+        assert [entry["name"] for entry in entries] == list(handled), name
+        declared += entries
+    assert MANIFEST["versions"][-1]["tasks"] == declared
+    assert task.TASKS.keys() == {entry["name"] for entry in declared}
+    assert sorted(task.AUDITED) == ["cancel", "job_output", "submit"]
+    check = ROOT / "scripts" / "manifest_tasks.py"
+    done = subprocess.run([sys.executable, str(check), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout

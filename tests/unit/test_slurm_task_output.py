@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import slurm_app_task
-import slurm_task_jobs
-import slurm_task_output
 from slurm_readers.commands import slurm_command, text_rows
 from slurm_readers.usage import DAY, slurm_usage
+from slurm_tasks import core
+from slurm_tasks import output as output_task
 from test_slurm_task import (  # noqa: F401  (fixtures)
     ADMIN,
     ALICE,
@@ -41,14 +41,14 @@ def node(monkeypatch, tmp_path, jobs_host):  # noqa: F811
     options = tmp_path / "slurmd"
     worker = CAPTURED_WORKER[jobs_host.version[:5]]
     options.write_text(f'SLURMD_OPTIONS="--conf-server 10.0.0.2:6817 -N {worker}"\n')
-    monkeypatch.setattr(slurm_task_jobs, "SLURMD_OPTIONS", options)
+    monkeypatch.setattr(output_task, "SLURMD_OPTIONS", options)
     reads: list[tuple[str, str, int]] = []
 
     def read(user: str, path: str, limit: int) -> dict:
         reads.append((user, path, limit))
         return {"size": 70000, "start": 70000 - limit, "content": "tail\n", "cut": True}
 
-    monkeypatch.setattr(slurm_task_jobs, "read_tail_as", read)
+    monkeypatch.setattr(output_task, "read_tail_as", read)
     jobs_host.reads = reads
     return jobs_host
 
@@ -97,7 +97,7 @@ def test_output_on_another_nodes_disk_is_not_read_here_but_on_the_platforms_stor
     gpu = CAPTURED_JOBS["24.11"]["gpu"]
     elsewhere = tmp_path / "other"
     elsewhere.write_text('SLURMD_OPTIONS="-N cap-w09"\n')
-    monkeypatch.setattr(slurm_task_jobs, "SLURMD_OPTIONS", elsewhere)
+    monkeypatch.setattr(output_task, "SLURMD_OPTIONS", elsewhere)
     refused = ask_output(node, tmp_path, job_id=gpu)
     assert refused["error"]["code"] == "not_found" and "own disk" in refused["error"]["message"]
     assert node.reads == []
@@ -140,32 +140,32 @@ def test_the_tail_is_read_as_the_user_and_never_more(readable_dir):
     mine.write_bytes(b"x" * 5000 + b"|\n\x1b[31mred\xff\xfe end\n")
     os.chown(mine, NOBODY.pw_uid, NOBODY.pw_gid)
     mine.chmod(0o600)
-    tail = slurm_task_output.read_tail_as("nobody", str(mine), 16)
+    tail = output_task.read_tail_as("nobody", str(mine), 16)
     assert tail == {
         "size": 5017,
         "start": 5001,
         "content": "\n\x1b[31mred\ufffd\ufffd end\n",
         "cut": True,
     }
-    whole = slurm_task_output.read_tail_as("nobody", str(mine), 1 << 20)
+    whole = output_task.read_tail_as("nobody", str(mine), 1 << 20)
     assert whole["start"] == 0 and not whole["cut"] and whole["size"] == mine.stat().st_size
     roots = readable_dir / "roots.out"
     roots.write_text("secret\n")
     roots.chmod(0o600)
-    with pytest.raises(slurm_task_output.OutputUnreadable) as refused:
-        slurm_task_output.read_tail_as("nobody", str(roots), 100)
+    with pytest.raises(output_task.OutputUnreadable) as refused:
+        output_task.read_tail_as("nobody", str(roots), 100)
     assert refused.value.reason == "forbidden"
-    with pytest.raises(slurm_task_output.OutputUnreadable) as root:
-        slurm_task_output.read_tail_as("root", str(mine), 100)
+    with pytest.raises(output_task.OutputUnreadable) as root:
+        output_task.read_tail_as("root", str(mine), 100)
     assert root.value.reason == "forbidden"
     fifo = readable_dir / "fifo.out"
     os.mkfifo(fifo)
     os.chown(fifo, NOBODY.pw_uid, NOBODY.pw_gid)
-    with pytest.raises(slurm_task_output.OutputUnreadable) as pipe:
-        slurm_task_output.read_tail_as("nobody", str(fifo), 100)
+    with pytest.raises(output_task.OutputUnreadable) as pipe:
+        output_task.read_tail_as("nobody", str(fifo), 100)
     assert pipe.value.reason == "not_a_file"
-    with pytest.raises(slurm_task_output.OutputUnreadable) as gone:
-        slurm_task_output.read_tail_as("nobody", str(readable_dir / "gone.out"), 100)
+    with pytest.raises(output_task.OutputUnreadable) as gone:
+        output_task.read_tail_as("nobody", str(readable_dir / "gone.out"), 100)
     assert gone.value.reason == "missing"
     assert stat.S_IMODE(mine.stat().st_mode) == 0o600
 
@@ -237,9 +237,7 @@ def test_the_usage_task_answers_per_account_user_and_day(host, tmp_path, monkeyp
         separator = argv[argv.index("-P") + 1].split("=", 1)[1]
         return host.history.replace("{sep}", separator)
 
-    import slurm_task_core
-
-    monkeypatch.setattr(slurm_task_core, "slurm", sacct)
+    monkeypatch.setattr(core, "slurm", sacct)
     period = {"from": time.strftime("%Y-%m-%d", time.gmtime(day))}
     period["to"] = period["from"]
     whole = check_output("usage", ask(host, tmp_path, "usage", period, None))

@@ -7,9 +7,10 @@ the controller).
 
 One JSON task on stdin, one JSON answer on stdout, the exit code by outcome (EXIT_CODES). The
 input is checked against the task's JSON Schema, the one the app's manifest publishes
-(installed beside this file by slurm_common), before anything runs; Slurm is read with the
-bundle's own readers (slurm_readers/, beside this file), its version and whether accounting is
-on from Slurm itself at each call. submit and cancel run as the cluster user who asked, never
+(installed beside this file by slurm_common), before anything runs. Each task is handled by
+its domain's module (slurm_tasks/, beside this file), which reads Slurm with the bundle's own
+readers (slurm_readers/, beside it too), its version and whether accounting is on from Slurm
+itself at each call. submit and cancel run as the cluster user who asked, never
 as root; job_output reads as the job's user. Each of those three writes one JSON line to the
 audit log, which the answer carries too. Every failure is an answer with a code, never a
 traceback.
@@ -20,6 +21,7 @@ It needs python3 and Debian's python3-jsonschema only (no pip on customer hosts)
 from __future__ import annotations
 
 import fcntl
+import importlib
 import json
 import os
 import re
@@ -29,11 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import slurm_task_core as core
 from slurm_readers.job_detail import iso
-from slurm_task_core import EXIT_CODES, TaskError
-from slurm_task_jobs import task_job, task_job_output, task_usage
-from slurm_task_queue import task_cancel, task_nodes, task_queue, task_submit
+from slurm_tasks import DOMAINS, core
+from slurm_tasks.core import EXIT_CODES, TaskError
 
 CONFIG = Path("/etc/slurm-app/tasks.json")
 SCHEMAS = Path(__file__).resolve().with_name("task-schemas.json")
@@ -41,17 +41,10 @@ AUDIT_KEEP = 5
 AUDIT_MAX_BYTES = 10 * 2**20
 
 
-TASKS = {
-    "queue": task_queue,
-    "nodes": task_nodes,
-    "job": task_job,
-    "job_output": task_job_output,
-    "usage": task_usage,
-    "submit": task_submit,
-    "cancel": task_cancel,
-}
+_DOMAINS = [importlib.import_module(f"slurm_tasks.{domain}") for domain in DOMAINS]
+TASKS = {name: handler for domain in _DOMAINS for name, handler in domain.TASKS.items()}
 # Each call writes an audit line: the changes, and the reads of a user's files.
-AUDITED = {"submit", "cancel", "job_output"}
+AUDITED = {name for domain in _DOMAINS for name in getattr(domain, "AUDITED", ())}
 
 
 def audit(config: dict[str, Any], line: dict[str, Any]) -> None:

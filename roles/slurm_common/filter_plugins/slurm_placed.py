@@ -1,12 +1,14 @@
 """slurm_common's filters for slurm_files' entries: files of the control node placed in a
-folder of the host, by their names (`slurm_placed`), and the Slurm readers, which two roles
-install beside the code that imports them (`slurm_readers_placed`: the one place that knows
-where the readers are)."""
+folder of the host, by their names (`slurm_placed`), and a Python package of slurm_common's
+(the Slurm readers, the typed tasks), installed beside the code that imports it
+(`slurm_package_placed`: the one place that knows where the packages are)."""
 
 from pathlib import Path
 from typing import Any
 
-READERS = Path(__file__).resolve().parent.parent / "files" / "slurm_readers"
+PACKAGES = Path(__file__).resolve().parent.parent / "files"
+# What ships to hosts: a package's modules, not the declarations or tests beside them.
+SHIPPED = ("slurm_readers", "slurm_tasks")
 
 
 def slurm_placed(sources: list[str], folder: str) -> list[dict[str, Any]]:
@@ -14,15 +16,18 @@ def slurm_placed(sources: list[str], folder: str) -> list[dict[str, Any]]:
     return [{"path": f"{folder}/{Path(source).name}", "src": str(source)} for source in sources]
 
 
-def slurm_readers_placed(folder: str) -> list[dict[str, Any]]:
-    """The folder (folder/slurm_readers) and every reader module in it, as slurm_files
+def slurm_package_placed(folder: str, package: str) -> list[dict[str, Any]]:
+    """The folder folder/<package> and every module of the package in it, as slurm_files
     entries."""
+    if package not in SHIPPED:
+        raise ValueError(f"slurm_package_placed: {package!r} is not one of {', '.join(SHIPPED)}")
+    modules = sorted(str(path) for path in (PACKAGES / package).glob("*.py"))
     return [
-        {"path": f"{folder}/slurm_readers", "state": "directory"},
-        *slurm_placed(sorted(str(p) for p in READERS.glob("*.py")), f"{folder}/slurm_readers"),
+        {"path": f"{folder}/{package}", "state": "directory"},
+        *slurm_placed(modules, f"{folder}/{package}"),
     ]
 
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"slurm_placed": slurm_placed, "slurm_readers_placed": slurm_readers_placed}
+        return {"slurm_placed": slurm_placed, "slurm_package_placed": slurm_package_placed}

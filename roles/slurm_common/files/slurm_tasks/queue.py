@@ -1,16 +1,16 @@
-"""The Jobs and Nodes tabs' first tasks: the queue, the nodes, submit and cancel."""
+"""The Jobs tab's queue and its changes: `queue`, `submit` and `cancel`."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-import slurm_task_core as core
 from slurm_readers.commands import ENDED_STATES, slurm_command
 from slurm_readers.job_detail import duration, iso
 from slurm_readers.jobs import slurm_history, slurm_jobs
-from slurm_readers.nodes import slurm_node_usage, slurm_nodes
-from slurm_task_core import TaskError, cluster_user
+
+from slurm_tasks import core
+from slurm_tasks.core import TaskError, cluster_user
 
 # What the queue calls each Slurm state; the rest are lower-cased.
 STATE_FILTERS = {
@@ -72,31 +72,6 @@ def task_queue(config: dict[str, Any], request: dict[str, Any]) -> dict[str, Any
     }
 
 
-def task_nodes(config: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-    answer = core.slurm(**slurm_command("nodes", config["version"]))
-    if answer.lstrip().startswith("{"):
-        nodes = slurm_node_usage(answer)
-    else:  # a build without the JSON serializer: no GPU or memory use in the text form
-        nodes = [{**n, "alloc_gpus": None, "alloc_memory": None} for n in slurm_nodes(answer)]
-    return {
-        "nodes": [
-            {
-                "hostname": node["name"],
-                "state": node["state"],
-                "cpus_total": node["cpus"],
-                "cpus_alloc": node["alloc_cpus"],
-                "gpus_total": node["gpus"],
-                "gpus_alloc": node["alloc_gpus"],
-                "memory_total_mb": node["real_memory"],
-                "memory_alloc_mb": node["alloc_memory"],
-                "partitions": node["partitions"],
-                "reason": node["reason"],
-            }
-            for node in nodes
-        ]
-    }
-
-
 def task_submit(config: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     given = request["input"]
     user = cluster_user(config, request.get("user"))
@@ -146,3 +121,8 @@ def task_cancel(config: dict[str, Any], request: dict[str, Any]) -> dict[str, An
     # another user's job runs as root: without accounting Slurm knows no admin but root.
     core.slurm(["scancel", str(job_id)], user=None if job["user"] != user["name"] else user["name"])
     return {"job_id": job_id, "state": "cancelled"}
+
+
+TASKS = {"queue": task_queue, "submit": task_submit, "cancel": task_cancel}
+# Each call writes an audit line.
+AUDITED = {"submit", "cancel"}
