@@ -31,7 +31,6 @@ class ActionModule(ActionBase):
         if not packages:
             return result | {"changed": False, "msg": "nothing to install", "ansible_facts": held}
         unit_paths = [f"{UNIT_FOLDER}/{unit}.service" for unit in units]
-        steps: dict[str, Any] = {}
         try:
             for path in unit_paths:
                 masked = self._module(
@@ -42,24 +41,22 @@ class ActionModule(ActionBase):
                 )  # fmt: skip
                 if masked.get("failed"):
                     return result | {"failed": True, "msg": f"masking {path}: {masked.get('msg')}"}
-            installed = self._module(
+            apt = self._module(
                 "ansible.builtin.apt",
                 {"name": packages, "state": "present", "install_recommends": False,
                  "cache_valid_time": int(args.get("cache_valid_time", 86400))},
                 task_vars,
             )  # fmt: skip
-            steps["apt"] = installed
         finally:
             # a mask must not outlive the install, whatever apt did
             for path in unit_paths:
                 self._module("ansible.builtin.file", {"path": path, "state": "absent"}, task_vars)
             if unit_paths:
                 self._module("ansible.builtin.systemd_service", {"daemon_reload": True}, task_vars)
-        installed = steps["apt"]
-        result["changed"] = bool(installed.get("changed"))
+        result["changed"] = bool(apt.get("changed"))
         for key in ("failed", "msg", "stdout", "stderr", "rc", "cache_updated"):
-            if key in installed:
-                result[key] = installed[key]
-        if not installed.get("failed"):
+            if key in apt:
+                result[key] = apt[key]
+        if not apt.get("failed"):
             result["ansible_facts"] = held
         return result
