@@ -71,8 +71,9 @@ class Lease(StrictModel):
     (default: an opaque name, from which the customer's host learns nothing of the platform).
     `expiry_s`: how long a lease holds when its driver died holding it, unless the same
     driver runs the instance again (it holds its own instance lock then, so the dead run's
-    lease is its to take over); an operation running longer than this loses the lease's
-    protection (default 2 h). The name must differ between driver installations (state
+    lease is its to take over; a run renews its lease every third of it, so this bounds how
+    long a dead driver keeps an instance, not how long an operation runs; default 2 h). The
+    name must differ between driver installations (state
     folders): the default derives it from this host's name and the state folder."""
 
     driver_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")

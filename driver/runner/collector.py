@@ -34,6 +34,8 @@ class Collector:
         self.sink = sink
         self.on_progress = on_progress
         self.play = ""
+        # every play started so far, in order (the lease's keeper reads it from its thread)
+        self.plays_started: list[str] = []
         self.task = ""
         self.first_error: ErrorInfo | None = None
         # each host's latest failure: where a rescue handled the first, it reports the cause
@@ -82,6 +84,7 @@ class Collector:
         host = data.get("host")
         if kind == "playbook_on_play_start":
             self.play = data.get("play", "")
+            self.plays_started.append(self.play)
             self.sink(EventType.PLAY_STARTED, play=self.play)
         elif kind == "playbook_on_task_start":
             self.task = data.get("task", "")

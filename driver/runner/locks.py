@@ -19,6 +19,12 @@ def tree_lock(instance_id: str) -> Path:
     return state_dir() / "locks" / f"{instance_id}.tree"
 
 
+def renewal_tree_lock(instance_id: str) -> Path:
+    """Held by the guard of a renewal of the run's lease (driver.runner.lease), which runs
+    beside the run's own playbook and must not wait for its tree lock."""
+    return state_dir() / "locks" / f"{instance_id}.renewal.tree"
+
+
 # How long a new run waits for a killed run's playbook to end: the guard's SIGTERM, its grace
 # time, then SIGKILL and the reaping.
 TREE_WAIT_S = 3 * GRACE_S

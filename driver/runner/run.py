@@ -23,7 +23,8 @@ from driver.events import ErrorInfo, EventSink, Result
 from driver.inventory import inventory_yaml
 from driver.runner.collector import Collector, host_stats
 from driver.runner.guard import end_tree
-from driver.runner.locks import tree_lock
+from driver.runner.lease import RENEW_PLAYBOOK, LeaseKeeper
+from driver.runner.locks import renewal_tree_lock, tree_lock
 from driver.runner.outcome import adapter_detail, member_statuses, untouched
 from driver.runner.plan import RunPlan
 from driver.site import Runs, load_site
@@ -160,7 +161,10 @@ class Launch:
         cancelled: Callable[[], bool],
         extravars: dict[str, Any],
         limit: str | None = None,
+        tree: Path | None = None,
     ) -> Any:
+        """Runs `playbook` to its end; `tree`: the lock its guard holds (the instance's tree
+        lock by default, which the instance's next run waits for)."""
         runner = init_runner(
             private_data_dir=str(self.private_dir),
             project_dir=str(self.root),
@@ -184,7 +188,7 @@ class Launch:
             sys.executable,
             "-m",
             "driver.runner.guard",
-            str(tree_lock(self.instance_id)),
+            str(tree or tree_lock(self.instance_id)),
             str(self.binary),
         ]
         runner.config.env = {
@@ -193,8 +197,7 @@ class Launch:
             ),
             "AWX_ISOLATED_DATA_DIR": runner.config.artifact_dir,
         }
-        with file_size_limit(self.max_file_bytes):
-            runner.run()
+        runner.run()
         return runner
 
 
@@ -270,36 +273,60 @@ def run_playbook(
             site.runs,
             site.backups.instance_max_bytes,
         )
-        runner = launch.run(
-            playbook,
-            collector,
-            cancelled,
-            extravars={name: int(value) for name, value in inventory.extra_vars.items()},
-        )
-        unjournaled = _hosts_left_unjournaled(collector)
-        if unjournaled:
-            outcome = {"successful": "succeeded", "canceled": "cancelled"}.get(runner.status)
-            launch.run(
-                root / JOURNAL_PLAYBOOK,
-                Collector(EventSink(sink.context, emit=False), None),
-                lambda: False,
-                extravars={
-                    "slurm_common_journal_outcome": outcome or "failed",
-                    "slurm_app_journal_hosts": "all",
-                },
-                limit=",".join(unjournaled),
+        extravars = {name: int(value) for name, value in inventory.extra_vars.items()}
+        lease = inventory.group_vars.get("slurm_common_lease")
+
+        def renew(renewal: Collector, stop: Callable[[], bool]) -> Any:
+            return launch.run(
+                root / RENEW_PLAYBOOK,
+                renewal,
+                stop,
+                extravars,
+                tree=renewal_tree_lock(instance_id),
             )
+
+        keeper = LeaseKeeper(renew, lease["expiry_s"], collector, sink) if lease else None
+        # the whole tree the runs start, the keeper's renewals included
+        with file_size_limit(launch.max_file_bytes):
+            with keeper or contextlib.nullcontext():
+                runner = launch.run(
+                    playbook,
+                    collector,
+                    lambda: cancelled() or (keeper is not None and keeper.lost is not None),
+                    extravars,
+                )
+            unjournaled = _hosts_left_unjournaled(collector)
+            if unjournaled:
+                outcome = {"successful": "succeeded", "canceled": "cancelled"}.get(runner.status)
+                launch.run(
+                    root / JOURNAL_PLAYBOOK,
+                    Collector(EventSink(sink.context, emit=False), None),
+                    lambda: False,
+                    extravars={
+                        "slurm_common_journal_outcome": outcome or "failed",
+                        "slurm_app_journal_hosts": "all",
+                    },
+                    limit=",".join(unjournaled),
+                )
     hosts = host_stats(collector.stats)
     failed = any(h.failed or h.unreachable for h in hosts.values()) or runner.status != "successful"
-    if runner.status == "canceled":
+    if keeper is not None and keeper.lost is not None:
+        collector.first_error = ErrorInfo(
+            code="lease_lost",
+            message=f"the instance's lease was taken over while this run held it: {keeper.lost}."
+            " The run was stopped; hosts may be partly changed, and the instance is that "
+            "operation's now: re-run the request once it ended",
+        )
+    elif runner.status == "canceled":
         collector.first_error = ErrorInfo(
             code="cancelled",
             message=f"cancelled by a signal after {time.monotonic() - started:.0f} s; the "
             "playbook was stopped, hosts may be partly changed: re-run the same request to "
             "converge",
         )
+    stopped = runner.status == "canceled" and (keeper is None or keeper.lost is None)
     result = Result(
-        status="cancelled" if runner.status == "canceled" else "failed" if failed else "succeeded",
+        status="cancelled" if stopped else "failed" if failed else "succeeded",
         error=collector.error() if failed else None,
         changed=sum(h.changed for h in hosts.values()),
         hosts=hosts,

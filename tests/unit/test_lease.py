@@ -1,16 +1,24 @@
 """The instance's lease: slurm_common's slurm_lease module on a host's files, and which host of
 a run's inventory keeps it (the e2e lab runs two drivers against one cluster)."""
 
+import contextlib
 import json
 import multiprocessing
+import os
+import subprocess
+import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
-from conftest import example
+import yaml
+from conftest import ROOT, example, run_events
 
 from driver.documents import load_json
 from driver.request_check import check_request
 from driver.role_code import role_code
+from driver.runner.lease import LEASE_PLAY, RENEW_PLAYBOOK
 from driver.runner.plan import RunPlan
 
 lease = role_code("slurm_common", "library", "slurm_lease")
@@ -140,3 +148,132 @@ def test_two_installations_get_two_default_names(monkeypatch, tmp_path):
         plan = _plan("slurm-reference/restart", monkeypatch, tmp_path / state)
         names.add(plan.inventory.group_vars["slurm_common_lease"]["driver"])
     assert len(names) == 2 and all(name.startswith("driver-") for name in names)
+
+
+def test_the_keeper_waits_for_the_preflights_own_lease_play():
+    """The keeper tells a lost lease from the preflight's refusal to come by that play's name."""
+    plays = yaml.safe_load((ROOT / "playbooks" / "preflight.yml").read_text())
+    assert LEASE_PLAY in [play.get("name") for play in plays]
+
+
+# A run of the driver whose playbook takes the lease as the preflight does, on this machine (its
+# lease file in /run, as on a controller), then works for longer than the lease's expiry.
+LONG_RUN = f"""\
+- name: {LEASE_PLAY}
+  hosts: "{{{{ groups['slurm_app_lease_holder'] }}}}"
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Take the instance's lease
+      ansible.builtin.import_role:
+        name: slurm_common
+        tasks_from: lease
+        rolespec_validate: false
+      vars:
+        slurm_common_lease_state: held
+- name: Work for longer than the lease's expiry
+  hosts: "{{{{ groups['slurm_app_lease_holder'] }}}}"
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Work
+      ansible.builtin.command: sleep SECONDS
+      changed_when: false
+"""
+EXPIRY_S = 10  # the site's least: renewed every 3.3 s
+
+
+def _long_run(tmp_path: Path, seconds: int) -> tuple[subprocess.Popen, Path, float]:
+    """The driver started on a deploy whose playbook is LONG_RUN; (its process, the lease's
+    path, when it started). A fresh instance id: the lease file is this machine's."""
+    request = example("slurm-reference/deploy")
+    request["instance"]["id"] = str(uuid.uuid4())
+    key = tmp_path / request["project_id"] / request["instance"]["id"] / "id_ed25519"
+    key.parent.mkdir(parents=True)
+    key.write_text("placeholder, never used to connect\n")
+    key.chmod(0o600)
+    request["credentials"] = {"ssh_private_key_file": str(key)}
+    request["instance"]["config"] = {"cluster_name": "research"}
+    (tmp_path / "request.json").write_text(json.dumps(request))
+    bundle = tmp_path / "bundle"
+    (bundle / "playbooks").mkdir(parents=True)
+    for name in ("manifests", "roles", "ansible.cfg"):
+        (bundle / name).symlink_to(ROOT / name)
+    # the real renewal, on this machine as the run's own plays
+    renewal = (
+        (ROOT / RENEW_PLAYBOOK)
+        .read_text()
+        .replace("  gather_facts: false\n", "  connection: local\n  gather_facts: false\n")
+    )
+    assert "connection: local" in renewal
+    (bundle / RENEW_PLAYBOOK).write_text(renewal)
+    (bundle / "playbooks" / "deploy.yml").write_text(LONG_RUN.replace("SECONDS", str(seconds)))
+    (tmp_path / "site.yaml").write_text(f"lease: {{driver_name: drv-test, expiry_s: {EXPIRY_S}}}\n")
+    started = time.time()
+    driver = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "slurm-app-driver"),
+            "run",
+            str(tmp_path / "request.json"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={
+            "SLURM_APP_STATE_DIR": str(tmp_path / "state"),
+            "SLURM_APP_CREDENTIALS_ROOT": str(tmp_path),
+            "SLURM_APP_BUNDLE": str(bundle),
+            "SLURM_APP_SITE": str(tmp_path / "site.yaml"),
+            "PATH": "/usr/bin:/bin",
+        },
+    )
+    return driver, Path(f"/run/slurm-app-lease/{request['instance']['id']}.json"), started
+
+
+def _held(path: Path, deadline_s: float = 60) -> dict:
+    """The lease once the run's preflight has taken it."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            return json.loads(path.read_text())
+        time.sleep(0.2)
+    raise AssertionError(f"{path}: never taken")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the lease lives in /run, root's")
+def test_a_run_longer_than_the_expiry_keeps_its_lease(tmp_path):
+    driver, path, started = _long_run(tmp_path, seconds=2 * EXPIRY_S)
+    try:
+        first = _held(path)
+        # past the expiry the preflight gave it, another driver is still refused
+        time.sleep(max(first["expires_epoch"] + 2 - time.time(), 0))
+        other = lease.take(str(path), B, EXPIRY_S, time.time())
+        assert other["held_by"] is not None and other["held_by"]["holder"]["driver"] == "drv-test"
+        out, err = driver.communicate(timeout=120)
+        assert driver.returncode == 0, out[-2000:] + err[-2000:]
+        assert json.loads(path.read_text())["expires_epoch"] > started + 2 * EXPIRY_S
+    finally:
+        driver.kill()
+        path.unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the lease lives in /run, root's")
+def test_a_run_that_lost_its_lease_stops(tmp_path):
+    """Another driver's operation holds the lease (this run's renewals failed for longer than
+    the expiry): the next renewal finds it, and the run is stopped, naming the holder."""
+    driver, path, started = _long_run(tmp_path, seconds=60)
+    try:
+        first = _held(path)
+        time.sleep(1)  # the preflight's play has ended: the work has started
+        foreign = {**first, "holder": B, "expires_epoch": int(time.time()) + 600}
+        path.write_text(json.dumps(foreign))
+        out, err = driver.communicate(timeout=120)
+        assert driver.returncode == 1, out[-2000:] + err[-2000:]
+        assert time.time() - started < 40  # not the 60 s of work
+        final = run_events(out)[-1]["result"]
+        assert final["status"] == "failed" and final["error"]["code"] == "lease_lost", final
+        assert "restart op-b" in final["error"]["message"] and "drv-2" in final["error"]["message"]
+        assert json.loads(path.read_text())["holder"] == B  # the other's, untouched
+    finally:
+        driver.kill()
+        path.unlink(missing_ok=True)
