@@ -10,6 +10,7 @@ over): the run is stopped, since the instance is the other operation's now. A re
 cannot reach the host is tried again at the next turn.
 """
 
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -41,7 +42,6 @@ class LeaseKeeper:
         self._sink = sink
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._keep, name="lease-keeper", daemon=True)
-        self.renewals = 0
         self.lost: str | None = None
 
     def __enter__(self) -> "LeaseKeeper":
@@ -59,8 +59,11 @@ class LeaseKeeper:
     def _keep(self) -> None:
         while not self._stop.wait(self.every_s):
             collector = Collector(EventSink(self._sink.context, emit=False), None)
-            self._renew(collector, self._stop.is_set)
-            self.renewals += 1
+            try:
+                self._renew(collector, self._stop.is_set)
+            except Exception as exc:  # a renewal never ends the run; the next turn tries again
+                print(f"slurm-app-driver: the lease's renewal failed: {exc!r}", file=sys.stderr)
+                continue
             error = collector.error()
             refusal = error.refusal if error is not None else None
             if (
