@@ -103,3 +103,25 @@ def test_absent_removes_a_folder_tree_and_a_link_without_its_target(tmp_path: Pa
 def test_a_secret_entry_shows_no_diff(tmp_path: Path):
     made = slurm_files.ensure([entry(tmp_path / "key", content="s3cret", diff=False)], check=True)
     assert made["changed_paths"] == [str(tmp_path / "key")] and made["diff"] == []
+
+
+@pytest.mark.parametrize(
+    ("unit_file_state", "active_state", "restart", "steps"),
+    [
+        ("enabled", "active", False, []),
+        ("enabled", "active", True, ["restart"]),
+        ("static", "inactive", False, ["start"]),
+        ("disabled", "failed", False, ["enable", "start"]),
+        ("masked", "inactive", False, ["unmask", "enable", "start"]),
+        ("masked", "inactive", True, ["unmask", "enable", "restart"]),
+        ("enabled", "reloading", False, []),
+        ("enabled", "activating", False, ["start"]),
+    ],
+)
+def test_a_unit_is_brought_up_as_systemd_service_would(
+    unit_file_state, active_state, restart, steps
+):
+    """masked=false, enabled=true, and state restarted where this step changed a file (or the
+    unit says restart), else started: the systemctl verbs for each state `systemctl show` gives.
+    The deploys run them against real systemd in the container tests."""
+    assert slurm_files.unit_steps(unit_file_state, active_state, restart) == steps

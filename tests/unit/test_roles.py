@@ -430,7 +430,7 @@ def test_slurm_worker_refuses_vscode_where_code_server_has_no_release(tmp_path, 
 
 @pytest.mark.parametrize("target_there", [True, False])
 def test_the_converge_reading_reads_a_managed_link_as_the_file_it_names(tmp_path, target_there):
-    """The unchanged-deploy check (_converged_probe.yml, on this machine): a managed path that
+    """The unchanged-deploy check (converged_probe.yml, on this machine): a managed path that
     is a link, as the vscode runtime's command is, is read as the file it names; with that
     file gone the link is not read, so the reading differs and the next deploy converges."""
     target = tmp_path / "code-server" / "entry.js"
@@ -444,7 +444,7 @@ def test_the_converge_reading_reads_a_managed_link_as_the_file_it_names(tmp_path
         tmp_path,
         "slurm_common",
         {},
-        tasks_from="_converged_probe",
+        tasks_from="converged_probe",
         facts=True,
         extra_vars={
             "__slurm_common_converge": {

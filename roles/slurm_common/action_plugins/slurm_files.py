@@ -29,7 +29,9 @@ class ActionModule(ActionBase):
             entries.append(entry)
         result.update(
             self._execute_module(
-                module_name="slurm_files", module_args={"files": entries}, task_vars=task_vars
+                module_name="slurm_files",
+                module_args={**self._task.args, "files": entries},
+                task_vars=task_vars,
             )
         )
         return result

@@ -1,6 +1,6 @@
 """slurm_common's filter for the converge check (`slurm_converge_reading`).
 
-A member's reading (_converged_probe.yml: one shell step, its output the managed files'
+A member's reading (converged_probe.yml: one shell step, its output the managed files'
 checksums, packages, units, users and, where asked, the last record after a marker line) is
 turned into what converged.yml compares and converged_record.yml writes. A filter rather than a
 fact set on each member: the cluster's decision reads every member's registered reading in one

@@ -17,6 +17,10 @@ description:
     unchanged.
   - O(files[].src) is read on the control node by the module's action plugin (from the role's
     C(files) folder, as C(copy) reads it) and sent with the module's arguments.
+  - Then brings each unit of O(services) up, as C(systemd_service) would with masked false,
+    enabled true, and state restarted where an entry of this step changed (or the unit says
+    restart), else state started. systemd reloads its units first where an entry changed. A
+    daemon's files and its restart are one step, one task per daemon less on every host.
   - Supports check mode and diff mode (the text of a changed file up to 64 KiB, unless the
     entry says C(diff=false)).
 options:
@@ -62,6 +66,21 @@ options:
           shown).
         type: bool
         default: true
+  services:
+    description: The systemd units brought up after the entries, in this order.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The unit (C(.service) may be left off).
+        type: str
+        required: true
+      restart:
+        description: Restart it even where no entry of this step changed (a change another step
+          made, such as a key generated on the host).
+        type: bool
+        default: false
 """
 
 EXAMPLES = r"""
@@ -74,12 +93,26 @@ EXAMPLES = r"""
         content: "d /run/slurm-app 0755 root root -\n"
       - {path: /usr/local/bin/code-server, state: link, target: /opt/code-server/out/node/entry.js}
       - {path: /usr/local/bin/old-tool, state: absent}
+
+- name: Point slurmd at the controller; restart it where that changed, keep it running
+  slurm_files:
+    files:
+      - path: /etc/default/slurmd
+        content: "SLURMD_OPTIONS=--conf-server ctl:6817\n"
+    services:
+      - name: slurmd
 """
 
 RETURN = r"""
 changed_paths:
   description: The paths made, rewritten, given another owner or mode, or removed (in check
     mode, those that would be).
+  type: list
+  elements: str
+  returned: always
+services_changed:
+  description: The units unmasked, enabled, started or restarted (in check mode, those that
+    would be).
   type: list
   elements: str
   returned: always
@@ -98,6 +131,9 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 DIFF_LIMIT = 65536
 DEFAULT_MODES = {"file": "0644", "directory": "0755"}
+# What `systemctl is-enabled` calls enabled (it exits 0 for these): nothing to enable.
+ENABLED_STATES = {"enabled", "enabled-runtime", "static", "alias", "indirect", "generated"}
+RUNNING_STATES = {"active", "reloading"}
 
 
 def wanted_bytes(entry: dict) -> bytes:
@@ -246,6 +282,48 @@ def ensure(entries: list[dict], check: bool) -> dict:
     return {"changed": bool(changed_paths), "changed_paths": changed_paths, "diff": diffs}
 
 
+def unit_steps(unit_file_state: str, active_state: str, restart: bool) -> list[str]:
+    """The systemctl verbs that bring a unit up from the state `systemctl show` gave, in order
+    (systemd's reload, which the whole step shares, is not one of them)."""
+    steps = ["unmask"] if unit_file_state == "masked" else []
+    if unit_file_state not in ENABLED_STATES:
+        steps.append("enable")
+    if restart:
+        steps.append("restart")
+    elif active_state not in RUNNING_STATES:
+        steps.append("start")
+    return steps
+
+
+def bring_up(module: AnsibleModule, services: list[dict], files_changed: bool) -> list[str]:
+    """Each unit unmasked, enabled, and restarted or started; the names of those changed."""
+    planned: list[tuple[str, list[str]]] = []
+    for service in services:
+        unit = service["name"] if "." in service["name"] else f"{service['name']}.service"
+        rc, out, err = module.run_command(
+            ["systemctl", "show", "-p", "LoadState,UnitFileState,ActiveState", "--", unit]
+        )
+        state = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        if rc != 0 or state.get("LoadState") == "not-found":
+            module.fail_json(msg=f"Could not find the requested service {unit}: {err.strip()}")
+        steps = unit_steps(
+            state.get("UnitFileState", ""),
+            state.get("ActiveState", ""),
+            files_changed or service["restart"],
+        )
+        planned.append((unit, steps))
+    if module.check_mode:
+        return [unit for unit, steps in planned if steps]
+    if files_changed or any("unmask" in steps for _, steps in planned):
+        module.run_command(["systemctl", "daemon-reload"], check_rc=True)
+    for unit, steps in planned:
+        for verb in steps:
+            rc, _, err = module.run_command(["systemctl", verb, "--", unit])
+            if rc != 0:
+                module.fail_json(msg=f"Unable to {verb} service {unit}: {err.strip()}")
+    return [unit for unit, steps in planned if steps]
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -273,6 +351,15 @@ def main() -> None:
                 "required_if": [("state", "link", ("target",))],
                 "mutually_exclusive": [("content", "content_b64")],
             },
+            "services": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "name": {"type": "str", "required": True},
+                    "restart": {"type": "bool", "default": False},
+                },
+            },
         },
         supports_check_mode=True,
     )
@@ -282,6 +369,8 @@ def main() -> None:
         if entry["src"] is not None:
             module.fail_json(msg=f"{entry['path']}: src is read by the action plugin, not here")
     result = ensure(module.params["files"], module.check_mode)
+    result["services_changed"] = bring_up(module, module.params["services"], result["changed"])
+    result["changed"] = result["changed"] or bool(result["services_changed"])
     if not module._diff:
         result.pop("diff")
     module.exit_json(**result)
