@@ -61,6 +61,16 @@ class Collector:
         if result.get("censored"):
             return f"{self.task}: output hidden (no_log)"
         message = str(result.get("msg") or "failed")
+        # a loop's failure says only that an item failed: each failed item's own message,
+        # under its label (a host, a user), is what names the field
+        items = [item for item in result.get("results") or [] if item.get("failed")]
+        if any(item.get("censored") for item in items):
+            return f"{self.task}: output hidden (no_log)"
+        if items:
+            message = "; ".join(
+                f"{item.get('_ansible_item_label', item.get('item'))}: {item.get('msg', 'failed')}"
+                for item in items
+            )
         stderr = [line for line in str(result.get("stderr") or "").splitlines() if line][-3:]
         return f"{self.task}: {message}" + (f" ({' | '.join(stderr)})" if stderr else "")
 

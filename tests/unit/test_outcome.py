@@ -666,3 +666,22 @@ def test_a_detail_says_what_the_run_gave_and_no_more():
         ).model_dump(mode="json")["backup"]["path"]
         == "/workspace/b"
     )
+
+
+def test_a_loops_failure_names_each_failed_item_and_its_own_message():
+    """The preflight checks every host's variables in one step, a host per item: the run's
+    error names the host and the option, not Ansible's "One or more items failed"."""
+    collector = Collector(lambda *args, **kwargs: None, None)
+    collector({"event": "playbook_on_task_start", "event_data": {"task": "Check"}})
+    results = [
+        {"item": "ctl", "_ansible_item_label": "ctl", "failed": False, "msg": "passed"},
+        {"item": "w1", "_ansible_item_label": "w1", "failed": True, "msg": "bad slurm_x"},
+    ]
+    result = {"msg": "One or more items failed", "results": results, "failed": True}
+    data = {"host": "ctl", "task_action": "validate_argument_spec", "res": result}
+    collector({"event": "runner_on_failed", "event_data": data})
+    error = collector.error()
+    assert error is not None and error.message == "Check: w1: bad slurm_x"
+    hidden = {"msg": "One or more items failed", "results": [{"censored": "x", "failed": True}]}
+    collector({"event": "runner_on_failed", "event_data": data | {"res": hidden}})
+    assert collector.last_error["ctl"].message == "Check: output hidden (no_log)"

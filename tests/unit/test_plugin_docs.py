@@ -15,7 +15,9 @@ from conftest import ROOT
 
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
 MODULES = sorted(ROOT.glob("roles/*/library/*.py"))
-FILTER_PLUGINS = sorted(ROOT.glob("roles/*/filter_plugins/*.py"))
+FILTER_PLUGINS = sorted(
+    [*ROOT.glob("roles/*/filter_plugins/*.py"), *ROOT.glob("playbooks/filter_plugins/*.py")]
+)
 
 
 def _filters() -> dict[str, tuple[Path, object]]:

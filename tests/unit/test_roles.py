@@ -1,6 +1,7 @@
 """Role hygiene checked in CI: specs match defaults, prefixes, no_log where secrets pass."""
 
 import hashlib
+import importlib.util
 import json
 import platform
 import subprocess
@@ -92,12 +93,12 @@ def test_every_entry_point_is_declared_and_every_other_task_file_marked_internal
             assert (path.stem in declared) != path.stem.startswith("_"), path
 
 
-def test_an_operation_validates_the_roles_variables_once_per_host():
+def test_an_operation_validates_the_roles_variables_once_per_run():
     """The preflight every changing operation imports validates all roles' main specs in one
-    task; the playbooks' includes and a role's includes of another role's inner entry points
-    validate nothing again (one validation per include and host was a fifth of a worker's
-    deploy). A role's main, included by another role, still validates where the role runs
-    alone."""
+    task for the run, a host per item; the playbooks' includes and a role's includes of
+    another role's inner entry points validate nothing again (one validation per include and
+    host was a fifth of a worker's deploy). A role's main, included by another role, still
+    validates where the role runs alone."""
     preflight = yaml.safe_load((ROOT / "playbooks" / "preflight.yml").read_text())
     check = next(
         task
@@ -105,8 +106,16 @@ def test_an_operation_validates_the_roles_variables_once_per_host():
         for task in play["tasks"]
         if "validate_argument_spec" in str(task)
     )
-    spec = check["vars"]["__preflight_role_specs"]
-    assert all(role.name in spec for role in ROLES)
+    assert (
+        check["run_once"] is True and "slurm_role_options" in check["vars"]["__preflight_options"]
+    )
+    found = importlib.util.spec_from_file_location(
+        "slurm_role_options", ROOT / "playbooks" / "filter_plugins" / "slurm_role_options.py"
+    )
+    assert found is not None and found.loader is not None
+    options = importlib.util.module_from_spec(found)
+    found.loader.exec_module(options)
+    assert set(options.ROLES) == {role.name for role in ROLES}
     playbooks = [*(ROOT / "playbooks").rglob("*.yml")]
     for path in playbooks:
         data = yaml.safe_load(path.read_text())
@@ -594,14 +603,16 @@ def test_one_transaction_installs_what_dpkg_lacks_and_masks_only_those_sets_unit
     [([{"name": "alice", "uid": 2001}], False), ("alice", True)],
 )
 def test_the_preflight_checks_the_given_variables_on_a_host_of_any_role(tmp_path, users, refused):
-    """The preflight validates what the inventory gives against the roles' specs, on a portal
-    host too, whose inventory has no slurm_controller group for slurm_common's default
+    """The preflight validates what the inventory gives each host against the roles' specs,
+    in one step for the run: a host's own value is checked (the first host's is fine), on a
+    portal host too, whose inventory has no slurm_controller group for slurm_common's default
     controller to name (the roles' defaults are not read)."""
+    local = {"ansible_connection": "local"}
     inventory = {
         "all": {
-            "hosts": {"portal": {"ansible_connection": "local"}},
+            "hosts": {"first": local, "portal": local | {"slurm_common_users": users}},
             "children": {"open_ondemand": {"hosts": {"portal": {}}}},
-            "vars": {"ansible_python_interpreter": sys.executable, "slurm_common_users": users},
+            "vars": {"ansible_python_interpreter": sys.executable, "slurm_common_users": []},
         }
     }
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
@@ -611,7 +622,9 @@ def test_the_preflight_checks_the_given_variables_on_a_host_of_any_role(tmp_path
     ran = _playbook(tmp_path, environment={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
     assert (ran.returncode != 0) is refused, ran.stdout[-2000:]
     if refused:
+        assert "(item=portal)" in ran.stdout, ran.stdout[-2000:]
         assert "Elements value for option 'slurm_common_users'" in ran.stdout, ran.stdout[-2000:]
+        assert "(item=first)" not in ran.stdout.split("Elements value")[0].split("\n")[-1]
 
 
 def test_the_converge_decision_reads_a_reading_as_the_record_wrote_it():
