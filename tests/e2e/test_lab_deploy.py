@@ -43,6 +43,9 @@ from driver.lab.engine import docker_client
 from driver.lab.hosts import LABEL
 from driver.runner.locks import instance_lock
 
+# slurm_common's one install step: a run that skipped the converge never starts it
+INSTALL_STEP = "Install munge, the Slurm client and the host's other packages in one transaction"
+
 pytestmark = pytest.mark.containers
 
 CONTEXT_FIELDS = (
@@ -248,7 +251,7 @@ def test_second_identical_run_changes_nothing(deployed):
     assert result["changed"] == 0, result["hosts"]
     # nothing drifted: the converge is skipped, the readiness proof stands, the report is whole
     started = {e["task"] for e in run if e["event"] == "task.started"}
-    assert "Read which of the host's packages are installed" not in started
+    assert INSTALL_STEP not in started
     assert result["adapter_detail"]["readiness"]["reused"] is True
     assert result["adapter_detail"]["health"]["classification"] == "healthy"
     assert set(result["adapter_detail"]["daemon_versions"]["slurmd"]) == {"e2e-w01", "e2e-w02"}
@@ -703,7 +706,7 @@ def test_rotate_munge_key_keeps_jobs_running_and_the_next_deploy_converged(deplo
     final = events(again.stdout)[-1]["result"]
     assert again.returncode == 0 and final["changed"] == 0, final["hosts"]
     started = {e["task"] for e in events(again.stdout) if e["event"] == "task.started"}
-    assert "Read which of the host's packages are installed" not in started
+    assert INSTALL_STEP not in started
 
     platform_key = lab_spec.key_dir(SPEC.name) / "munge.key"
     platform_key.touch(mode=0o600)
