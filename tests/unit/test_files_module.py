@@ -21,6 +21,7 @@ def entry(path: Path, **given) -> dict:
     """An entry as AnsibleModule hands it over, its defaults filled in."""
     made = {"path": str(path), "state": "file", "content": None, "content_b64": None}
     made |= {"target": None, "owner": "root", "group": "root", "mode": None, "diff": True}
+    made |= {"keep": False}
     return made | given
 
 
@@ -125,3 +126,20 @@ def test_a_unit_is_brought_up_as_systemd_service_would(
     unit says restart), else started: the systemctl verbs for each state `systemctl show` gives.
     The deploys run them against real systemd in the container tests."""
     assert slurm_files.unit_steps(unit_file_state, active_state, restart) == steps
+
+
+def test_a_kept_entry_is_made_where_nothing_is_and_left_where_something_is(tmp_path: Path):
+    """keep: copy's force=false. Debian 12's PMIx link is made where the host has none; one
+    already there (libpmix-dev's) stays as it is, whatever it points at."""
+    made = tmp_path / "libpmix.so"
+    kept = tmp_path / "other" / "libpmix.so"
+    kept.parent.mkdir()
+    kept.symlink_to("libpmix.so.2.9")
+    entries = [
+        entry(made, state="link", target="libpmix.so.2", keep=True),
+        entry(kept, state="link", target="libpmix.so.2", keep=True),
+    ]
+    assert slurm_files.ensure(entries, check=False)["changed_paths"] == [str(made)]
+    assert made.readlink() == Path("libpmix.so.2")
+    assert kept.readlink() == Path("libpmix.so.2.9")
+    assert slurm_files.ensure(entries, check=False)["changed"] is False

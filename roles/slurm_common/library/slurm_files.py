@@ -66,6 +66,11 @@ options:
           shown).
         type: bool
         default: true
+      keep:
+        description: Where anything is at the path already, leave it as it is (C(copy)'s
+          C(force=false)); made only where nothing is.
+        type: bool
+        default: false
   services:
     description: The systemd units brought up after the entries, in this order.
     type: list
@@ -269,6 +274,9 @@ def ensure(entries: list[dict], check: bool) -> dict:
     diffs: list[dict] = []
     for entry in entries:
         state = entry["state"]
+        there = Path(entry["path"])
+        if entry.get("keep") and (there.is_symlink() or there.exists()):
+            continue
         if state == "file":
             changed = ensure_file(entry, check, diffs)
         elif state == "directory":
@@ -347,6 +355,7 @@ def main() -> None:
                     "group": {"type": "str", "default": "root"},
                     "mode": {"type": "str"},
                     "diff": {"type": "bool", "default": True},
+                    "keep": {"type": "bool", "default": False},
                 },
                 "required_if": [("state", "link", ("target",))],
                 "mutually_exclusive": [("content", "content_b64")],

@@ -18,9 +18,9 @@ description:
   - Given O(sets) instead, it reads which of their packages the host holds (C(dpkg-query), in
     the same step, in check mode too), plans the transaction with the filter
     C(slurm_install_plan) (what is missing, the units of the sets that have something to
-    install, what the host then holds) and installs it. Where that fails and an optional set had something to install, it
-    installs the required sets alone, with a warning; the optional set's role reports its own
-    failure.
+    install, what the host then holds) and installs it. Where that fails and an optional set
+    had something to install, it installs the required sets alone, with a warning; the
+    optional set's role reports its own failure.
   - Runs only through its action plugin; this module's own code only refuses.
 options:
   packages:
