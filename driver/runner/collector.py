@@ -13,7 +13,9 @@ from driver.events import ErrorInfo, EventSink, EventType, HostStats, connection
 DELIBERATE_ERROR = re.compile(r"\[(?P<code>[a-z][a-z_]{2,40})\]\s*")
 
 
-REFUSING_ACTIONS = frozenset({"fail", "assert"})
+# slurm_accounts (slurm_common's action plugin) builds its refusals on the control side, as an
+# assert would; every other message of its starts with a word of its own, never a host's.
+REFUSING_ACTIONS = frozenset({"fail", "assert", "slurm_accounts"})
 
 
 # What OpenSSH, then Mitogen (through which the driver's runs connect), say when a host's key

@@ -138,7 +138,10 @@ def test_a_code_comes_only_from_a_fail_or_assert_task(action, message, stderr):
     assert _statuses(result)["m-ctl"] == "failed" and result.instance.status == "failed"
 
 
-@pytest.mark.parametrize("action", ["ansible.builtin.assert", "assert", "ansible.legacy.fail"])
+# slurm_accounts: slurm_common's action plugin, whose refusals are built on the control side
+@pytest.mark.parametrize(
+    "action", ["ansible.builtin.assert", "assert", "ansible.legacy.fail", "slurm_accounts"]
+)
 def test_an_assert_task_refuses_as_a_fail_task_does(action):
     plan = _plan("remove_worker")
     controller = next(iter(plan.inventory.hosts))

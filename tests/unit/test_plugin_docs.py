@@ -41,11 +41,14 @@ def _ansible_doc(*args: str, plugin_path: str = "") -> subprocess.CompletedProce
 
 
 def _argument_spec_keys(path: Path) -> set[str]:
-    """The option names of the module's AnsibleModule(argument_spec={...})."""
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.keyword) and node.arg == "argument_spec":
-            assert isinstance(node.value, ast.Dict)
-            return {key.value for key in node.value.keys if isinstance(key, ast.Constant)}
+    """The option names of the module's AnsibleModule(argument_spec={...}), or, for a module
+    that is documentation alone, of its action plugin's validate_argument_spec."""
+    action = path.parent.parent / "action_plugins" / path.name
+    for code in [path, action]:
+        for node in ast.walk(ast.parse(code.read_text())) if code.exists() else []:
+            if isinstance(node, ast.keyword) and node.arg == "argument_spec":
+                assert isinstance(node.value, ast.Dict)
+                return {key.value for key in node.value.keys if isinstance(key, ast.Constant)}
     raise AssertionError(f"{path}: no argument_spec")
 
 

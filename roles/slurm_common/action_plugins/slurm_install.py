@@ -15,27 +15,15 @@ fails again, and reports it the role's way)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shlex
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import filter_loader
 
 UNIT_FOLDER = "/etc/systemd/system"
 DPKG_QUERY = ["dpkg-query", "-W", "-f", "${Package} ${db:Status-Abbrev}\\n"]
-
-
-def _install_plan() -> Callable[..., dict[str, list[str]]]:
-    """slurm_common's filter slurm_install_plan, the one plan of a host's transaction."""
-    path = Path(__file__).resolve().parent.parent / "filter_plugins" / "slurm_packages.py"
-    spec = importlib.util.spec_from_file_location("slurm_common_slurm_packages", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.slurm_install_plan
 
 
 class ActionModule(ActionBase):
@@ -111,7 +99,8 @@ class ActionModule(ActionBase):
                 packages, list(args.get("masked_units") or []), installed, task_vars
             )
         package_sets = list(args["sets"])
-        plan = _install_plan()
+        # slurm_common's filter, the one plan of a host's transaction
+        plan = filter_loader.get("slurm_install_plan").j2_function
         lines = self._held(package_sets)
         every = plan(package_sets, lines)
         done = self._install(
