@@ -237,9 +237,12 @@ def launch_session(portal: Portal, app: str, session_dir: str, *form: str) -> di
     session = portal.ruby(
         "ood_session.rb", CLUSTERS_D, f"/var/www/ood/apps/sys/{app}", session_dir, *form
     )
+    # websockify's own log says why it did not start (OOD's script prints only "failed to
+    # launch"); a desktop app writes it beside output.log
     assert session["connection"] is not None, (
         session,
         portal.on(f"cat {session_dir}/output.log"),
+        portal.on(f"cat {session_dir}/websockify.log 2>/dev/null || true"),
     )
     chromium.keep_timing(
         f"{app} on {portal.lab}: submit to connection.yml", session["seconds_to_connection"]
