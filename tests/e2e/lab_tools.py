@@ -10,6 +10,7 @@ import subprocess
 import tarfile
 import threading
 import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -300,12 +301,18 @@ def check_gpu_job_mapping(lab_name: str, worker: str) -> None:
         )
 
     def gpu_job(wrap: str, *flags: str) -> str:
-        return on_host(
+        name = f"gpu-map-{uuid.uuid4().hex[:8]}"
+        answer = on_host(
             lab_name,
             ctl,
             f"cd /tmp && runuser -u labuser -- sbatch --parsable -o /dev/null --gres=gpu:1 "
-            f"-w {worker} {' '.join(flags)} --wrap '{wrap}'",
+            f"-J {name} -w {worker} {' '.join(flags)} --wrap '{wrap}'",
         ).strip()
+        # Docker's exec once answered sbatch's exit 0 with no output on a loaded CI machine:
+        # the job is then found by its name
+        job = answer or on_host(lab_name, ctl, f"squeue -h -t all -n {name} -o %i").strip()
+        assert job.isdigit(), (answer, job)
+        return job
 
     job = gpu_job("sleep 120")
     wait(worker, f"grep -qx {job} {GPU_JOB_MAP}/0")
