@@ -14,8 +14,6 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import filter_loader
 
-HOME_MODE = "0700"
-
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
@@ -23,14 +21,12 @@ class ActionModule(ActionBase):
     def _module(self, name: str, args: dict[str, Any], task_vars: dict | None) -> dict:
         return self._execute_module(module_name=name, module_args=args, task_vars=task_vars)
 
-    def _home(self, params: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "root": params["home_root"],
-            "path": f"{params['home_base'].rstrip('/')}/{user['name']}",
-            "uid": user["uid"],
-            "gid": user.get("gid", user["uid"]),
-            "mode": HOME_MODE,
-        }
+    def _homes_of(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Each user's home as slurm_folder takes it: slurm_common's filter user_folders, less
+        its first entry (the homes' folder itself, which this step does not make)."""
+        user_folders = filter_loader.get("user_folders").j2_function
+        folders = user_folders(params["users"], params["home_base"])
+        return [{"root": params["home_root"], **folder} for folder in folders[1:]]
 
     def _homes(
         self, params: dict[str, Any], task_vars: dict | None, look_only: bool
@@ -43,8 +39,8 @@ class ActionModule(ActionBase):
         if look_only:
             self._task.check_mode = True
         try:
-            for user in params["users"]:
-                kept = self._module("slurm_folder", self._home(params, user), task_vars)
+            for user, home in zip(params["users"], self._homes_of(params), strict=True):
+                kept = self._module("slurm_folder", home, task_vars)
                 if kept.get("refusal"):
                     refused.append(kept)
                 elif kept.get("failed"):
@@ -93,13 +89,11 @@ class ActionModule(ActionBase):
 
     def _present(self, params: dict[str, Any], host: str, task_vars: dict | None) -> dict:
         changed = False
-        users = params["users"]
+        users = list(zip(params["users"], self._homes_of(params), strict=True))
         if params["accounts"]:
-            for user in users:
+            for user, home in users:
                 made = self._module(
-                    "ansible.builtin.group",
-                    {"name": user["name"], "gid": user.get("gid", user["uid"])},
-                    task_vars,
+                    "ansible.builtin.group", {"name": user["name"], "gid": home["gid"]}, task_vars
                 )
                 if made.get("failed"):
                     raise _Failed(f"group {user['name']}: {made.get('msg')}")
@@ -107,11 +101,11 @@ class ActionModule(ActionBase):
             # On a shared mount only the controller makes the homes (makes_homes): members
             # racing to copy /etc/skel into one folder would each find it half made. A home is
             # the user's alone (umask 077) whatever the image's login.defs says.
-            for user in users:
+            for user, home in users:
                 made = self._module(
                     "ansible.builtin.user",
-                    {"name": user["name"], "uid": user["uid"], "group": user["name"],
-                     "shell": "/bin/bash", "home": self._home(params, user)["path"],
+                    {"name": user["name"], "uid": home["uid"], "group": user["name"],
+                     "shell": "/bin/bash", "home": home["path"],
                      "create_home": params["makes_homes"], "umask": "077"},
                     task_vars,
                 )  # fmt: skip
