@@ -1,4 +1,4 @@
-"""Mitogen's linear strategy, without its CPU pinning.
+"""Mitogen's linear strategy, without its CPU pinning, and without a process for a skipped step.
 
 Mitogen pins its connection multiplexer to CPU 0 and, on a machine of 2 or 3 CPUs, the Ansible
 top level and every worker process to one other CPU: the whole control side then runs on one
@@ -14,14 +14,31 @@ copy: the strategy freezes the top level's objects across each fork (gc.freeze b
 after in the parent), so that a child's collections walk only what the child made. Measured on
 the 2-core development machine, a forced re-converge at 1+6: the workers' user CPU 13.8 and
 12.6 s without, 11.95 and 9.7 s with (bench/README.md).
+
+A step whose condition is false on a host still costs that host a process: forked, connected
+to the multiplexer, only to evaluate the condition and answer "skipped" (a step included on the
+controller alone is one such process on every worker). The strategy evaluates a plain step's
+condition in the top level first, with the variables the process would get, and answers
+"skipped" itself where it is false. Where the answer could differ from the process's (a loop,
+whose condition is per item; a delegated step, whose variables are the delegate's), or where
+evaluating it fails or warns, the process runs the step as before and gives its own answer.
 """
+
+from __future__ import annotations
 
 import gc
 import os
+from typing import Any
 
 import ansible_mitogen.affinity
 import ansible_mitogen.loaders
 import ansible_mitogen.strategy
+from ansible._internal import _task
+from ansible._internal._display_utils import DeferredWarningContext
+from ansible._internal._templating._engine import TemplateEngine
+from ansible.executor.task_result import _RawTaskResult
+from ansible.inventory.host import Host
+from ansible.playbook.task import Task
 
 # The policy is looked up at each use, so replacing it before the strategy starts is enough:
 # the base Policy's assignments do nothing.
@@ -33,5 +50,45 @@ os.register_at_fork(before=gc.freeze, after_in_parent=gc.unfreeze)
 _Linear = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
 
 
+def skipped_here(task: Task, task_vars: dict[str, Any]) -> dict[str, Any] | None:
+    """The result TaskExecutor gives a step whose condition is false, or None where the step's
+    own process must answer."""
+    if not task.when or task.loop_with or task.loop is not None or task.delegate_to:
+        return None
+    variables = {**task_vars, "ansible_search_path": task.get_search_path()}
+    answer: dict[str, Any] = {}
+    try:
+        with _task.TaskContext(task), DeferredWarningContext(variables=variables) as warned:
+            if task._resolve_conditional(task.when, variables, result_context=answer):
+                return None
+            if warned.get_warnings() or warned.get_deprecation_warnings():
+                return None
+    except Exception:  # the step's process raises it again, in the step's own result
+        return None
+    result = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+    result.update(answer)
+    task.update_result_no_log(TemplateEngine(task._loader, variables=variables), result)
+    return result
+
+
 class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):
-    pass
+    def _queue_task(
+        self, host: Host, task: Task, task_vars: dict[str, Any], play_context: Any
+    ) -> None:
+        result = skipped_here(task, task_vars)
+        if result is None:
+            super()._queue_task(host, task, task_vars, play_context)
+            return
+        # what queueing a step and its process do: the step kept for its result, started, then
+        # the result on the queue that the strategy waits on for every queued step
+        self._queued_task_cache[(host.name, task._uuid)] = {
+            "host": host,
+            "task": task,
+            "task_vars": task_vars,
+            "play_context": play_context,
+        }
+        self._tqm.send_callback("v2_runner_on_start", host, task)
+        self._final_q.send_task_result(
+            _RawTaskResult(host=host, task=task, return_data=result, task_fields=task.dump_attrs())
+        )
+        self._pending_results += 1

@@ -1,0 +1,146 @@
+"""The driver's strategy answers a step skipped on a host without forking a process for it, and
+gives the same answer the step's own process would."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from driver.runner.run import MITOGEN_ENVIRONMENT
+
+# Counts the processes the top level forks, one per host-task that a worker runs, and keeps
+# every step's result as the callbacks see it.
+COUNTING_CALLBACK = """
+import json
+import os
+
+from ansible.plugins.callback import CallbackBase
+
+FORKS = []
+os.register_at_fork(after_in_parent=lambda: FORKS.append(1))
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "counting"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self):
+        super().__init__()
+        self.results = {}
+
+    def _keep(self, result, outcome):
+        self.results[result.task.get_name()] = {"outcome": outcome, **result.result}
+
+    def v2_runner_on_ok(self, result):
+        self._keep(result, "ok")
+
+    def v2_runner_on_skipped(self, result):
+        self._keep(result, "skipped")
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._keep(result, "failed")
+
+    def v2_playbook_on_stats(self, stats):
+        with open(os.environ["COUNTED"], "w") as counted:
+            json.dump({"forks": len(FORKS), "results": self.results}, counted, default=str)
+"""
+
+PLAYBOOK = """
+- name: Steps skipped, and the conditions only a step's process can decide
+  hosts: localhost
+  gather_facts: false
+  vars:
+    turned_off: false
+  tasks:
+    - name: A step whose condition is false
+      ansible.builtin.command: "false"
+      when: turned_off
+      register: plain
+
+    - name: An include whose condition is false loads nothing
+      ansible.builtin.include_tasks: not-there.yml
+      when: turned_off
+
+    - name: A block whose condition is false
+      when: turned_off
+      block:
+        - name: A step in the block
+          ansible.builtin.command: "false"
+
+    - name: A secret's step whose condition is false
+      ansible.builtin.command: "false"
+      when: turned_off
+      no_log: true
+
+    - name: A loop's condition, decided per item by the step's process
+      ansible.builtin.command: "false"
+      loop: [1]
+      when: turned_off
+
+    - name: A condition that cannot be decided fails as before
+      ansible.builtin.command: "true"
+      when: never_defined
+      ignore_errors: true
+      register: undecided
+
+    - name: A step that runs
+      ansible.builtin.assert:
+        that:
+          - plain is skipped
+          - plain.false_condition == 'turned_off'
+          - undecided is failed
+          - "'never_defined' in undecided.msg"
+"""
+
+# the loop's, the undecided condition's and the assert's
+FORKED_STEPS = 3
+SKIPPED = (
+    "A step whose condition is false",
+    "An include whose condition is false loads nothing",
+    "A step in the block",
+    "A secret's step whose condition is false",
+)
+
+
+def run_counted(tmp_path: Path, strategy: dict[str, str]) -> dict:
+    (tmp_path / "callbacks").mkdir(parents=True)
+    (tmp_path / "callbacks" / "counting.py").write_text(COUNTING_CALLBACK)
+    (tmp_path / "skips.yml").write_text(PLAYBOOK)
+    counted = tmp_path / "counted.json"
+    environment = {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": str(tmp_path),
+        "ANSIBLE_CALLBACK_PLUGINS": str(tmp_path / "callbacks"),
+        "ANSIBLE_CALLBACKS_ENABLED": "counting",
+        "COUNTED": str(counted),
+        **strategy,
+    }
+    playbook = Path(sys.executable).parent / "ansible-playbook"
+    ran = subprocess.run(
+        [str(playbook), "-i", "localhost,", "-c", "local", "skips.yml"],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    return json.loads(counted.read_text())
+
+
+def test_a_skipped_step_is_answered_as_its_process_would(tmp_path):
+    ours = run_counted(tmp_path / "driver", MITOGEN_ENVIRONMENT)
+    ansibles = run_counted(tmp_path / "linear", {"ANSIBLE_STRATEGY": "linear"})
+    assert ours["results"] == ansibles["results"]
+    results = ours["results"]
+    for name in SKIPPED:
+        assert results[name]["outcome"] == "skipped", name
+    assert results["A secret's step whose condition is false"]["_ansible_no_log"] is True
+    assert results["A condition that cannot be decided fails as before"]["outcome"] == "failed"
+    assert results["A step that runs"]["outcome"] == "ok"
+    # Ansible's own linear forks a process for every step; the driver's for those that run, and
+    # once for Mitogen's connection multiplexer
+    assert ansibles["forks"] == FORKED_STEPS + len(SKIPPED)
+    assert ours["forks"] == FORKED_STEPS + 1
