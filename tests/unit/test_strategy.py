@@ -1,5 +1,6 @@
-"""The driver's strategy answers a step skipped on a host without forking a process for it, and
-gives the same answer the step's own process would."""
+"""The driver's strategy answers a step skipped on a host, and runs a step whose action never
+reaches the host, without forking a process for it, and gives the same answer the step's own
+process would."""
 
 import json
 import subprocess
@@ -85,22 +86,59 @@ PLAYBOOK = """
       ignore_errors: true
       register: undecided
 
-    - name: A step that runs
+    - name: A fact
+      ansible.builtin.set_fact:
+        made: "{{ turned_off | ternary('no', 'yes') }}"
+
+    - name: An include that loads its steps
+      ansible.builtin.include_tasks: included.yml
+      vars:
+        given: to the include
+
+    - name: A failure on purpose
+      ansible.builtin.fail:
+        msg: "[on_purpose] failed"
+      ignore_errors: true
+      register: failed_on_purpose
+
+    - name: A statistic
+      ansible.builtin.set_stats:
+        data:
+          counted: "{{ made }}"
+
+    - name: A check that passes
       ansible.builtin.assert:
         that:
           - plain is skipped
           - plain.false_condition == 'turned_off'
           - undecided is failed
           - "'never_defined' in undecided.msg"
+          - made == 'yes'
+          - included == 'to the include'
+          - failed_on_purpose is failed
 """
 
-# the loop's, the undecided condition's and the assert's
-FORKED_STEPS = 3
+INCLUDED = """
+- name: A fact from the include
+  ansible.builtin.set_fact:
+    included: "{{ given }}"
+"""
+
+# the loop's and the undecided condition's: both command steps
+FORKED_STEPS = 2
 SKIPPED = (
     "A step whose condition is false",
     "An include whose condition is false loads nothing",
     "A step in the block",
     "A secret's step whose condition is false",
+)
+OFF_HOST = (
+    "A fact",
+    "An include that loads its steps",
+    "A fact from the include",
+    "A failure on purpose",
+    "A statistic",
+    "A check that passes",
 )
 
 
@@ -108,6 +146,7 @@ def run_counted(tmp_path: Path, strategy: dict[str, str]) -> dict:
     (tmp_path / "callbacks").mkdir(parents=True)
     (tmp_path / "callbacks" / "counting.py").write_text(COUNTING_CALLBACK)
     (tmp_path / "skips.yml").write_text(PLAYBOOK)
+    (tmp_path / "included.yml").write_text(INCLUDED)
     counted = tmp_path / "counted.json"
     environment = {
         "PATH": "/usr/bin:/bin",
@@ -130,7 +169,7 @@ def run_counted(tmp_path: Path, strategy: dict[str, str]) -> dict:
     return json.loads(counted.read_text())
 
 
-def test_a_skipped_step_is_answered_as_its_process_would(tmp_path):
+def test_a_step_is_answered_as_its_process_would(tmp_path):
     ours = run_counted(tmp_path / "driver", MITOGEN_ENVIRONMENT)
     ansibles = run_counted(tmp_path / "linear", {"ANSIBLE_STRATEGY": "linear"})
     assert ours["results"] == ansibles["results"]
@@ -139,8 +178,11 @@ def test_a_skipped_step_is_answered_as_its_process_would(tmp_path):
         assert results[name]["outcome"] == "skipped", name
     assert results["A secret's step whose condition is false"]["_ansible_no_log"] is True
     assert results["A condition that cannot be decided fails as before"]["outcome"] == "failed"
-    assert results["A step that runs"]["outcome"] == "ok"
-    # Ansible's own linear forks a process for every step; the driver's for those that run, and
-    # once for Mitogen's connection multiplexer
-    assert ansibles["forks"] == FORKED_STEPS + len(SKIPPED)
+    assert results["A fact"]["ansible_facts"] == {"made": "yes"}
+    assert results["A failure on purpose"]["outcome"] == "failed"
+    assert results["A statistic"]["ansible_stats"]["data"] == {"counted": "yes"}
+    assert results["A check that passes"]["outcome"] == "ok"
+    # Ansible's own linear forks a process for every step; the driver's for those that reach
+    # the host, and once for Mitogen's connection multiplexer
+    assert ansibles["forks"] == FORKED_STEPS + len(SKIPPED) + len(OFF_HOST)
     assert ours["forks"] == FORKED_STEPS + 1

@@ -22,6 +22,14 @@ condition in the top level first, with the variables the process would get, and 
 "skipped" itself where it is false. Where the answer could differ from the process's (a loop,
 whose condition is per item; a delegated step, whose variables are the delegate's), or where
 evaluating it fails or warns, the process runs the step as before and gives its own answer.
+
+A step whose action never reaches the host (set_fact, assert, fail, set_stats, debug,
+include_vars, validate_argument_spec, and an include, which only names what to load) costs the
+same process, forked only to run Ansible's TaskExecutor on its copy of the step. The strategy
+runs that TaskExecutor in the top level instead, on a copy of the step, and queues its result
+as the process would; the host's connection is made but never opened. A delegated step, one
+that retries (`until`: its waits would hold every other host), and any other action still get
+their process.
 """
 
 from __future__ import annotations
@@ -36,9 +44,18 @@ import ansible_mitogen.strategy
 from ansible._internal import _task
 from ansible._internal._display_utils import DeferredWarningContext
 from ansible._internal._templating._engine import TemplateEngine
+from ansible.constants import (
+    _ACTION_ALL_INCLUDES,
+    _ACTION_DEBUG,
+    _ACTION_INCLUDE_VARS,
+    _ACTION_SET_FACT,
+)
+from ansible.executor.task_executor import TaskExecutor
 from ansible.executor.task_result import _RawTaskResult
 from ansible.inventory.host import Host
 from ansible.playbook.task import Task
+from ansible.plugins.loader import get_plugin_loader_namespace
+from ansible.utils.fqcn import add_internal_fqcns
 
 # The policy is looked up at each use, so replacing it before the strategy starts is enough:
 # the base Policy's assignments do nothing.
@@ -48,6 +65,15 @@ ansible_mitogen.affinity.policy = ansible_mitogen.affinity.Policy()
 os.register_at_fork(before=gc.freeze, after_in_parent=gc.unfreeze)
 
 _Linear = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
+
+# the actions whose work is all in the Ansible top level's Python, none on the host
+_ACTIONS_OFF_HOST = frozenset(
+    _ACTION_SET_FACT
+    + _ACTION_ALL_INCLUDES
+    + _ACTION_INCLUDE_VARS
+    + _ACTION_DEBUG
+    + add_internal_fqcns(("assert", "fail", "set_stats", "validate_argument_spec"))
+)
 
 
 def skipped_here(task: Task, task_vars: dict[str, Any]) -> dict[str, Any] | None:
@@ -71,16 +97,22 @@ def skipped_here(task: Task, task_vars: dict[str, Any]) -> dict[str, Any] | None
     return result
 
 
+def runs_here(task: Task) -> bool:
+    return task.action in _ACTIONS_OFF_HOST and not task.delegate_to and not task.until
+
+
 class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):
     def _queue_task(
         self, host: Host, task: Task, task_vars: dict[str, Any], play_context: Any
     ) -> None:
         result = skipped_here(task, task_vars)
-        if result is None:
+        if result is None and not runs_here(task):
             super()._queue_task(host, task, task_vars, play_context)
             return
-        # what queueing a step and its process do: the step kept for its result, started, then
-        # the result on the queue that the strategy waits on for every queued step
+        # what queueing a step and its process do (strategy/__init__.py, worker.py): the step
+        # kept for its result, started, run by TaskExecutor on the process's copy of the step
+        # in the step's context, and the result, with the copy's fields, on the queue that the
+        # strategy waits on for every queued step
         self._queued_task_cache[(host.name, task._uuid)] = {
             "host": host,
             "task": task,
@@ -88,7 +120,21 @@ class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):
             "play_context": play_context,
         }
         self._tqm.send_callback("v2_runner_on_start", host, task)
+        ran = task
+        if result is None:
+            ran = task.copy()
+            with _task.TaskContext(ran):
+                result = TaskExecutor(
+                    host,
+                    ran,
+                    dict(task_vars),
+                    play_context,
+                    self._loader,
+                    get_plugin_loader_namespace(),
+                    self._final_q,
+                    self._variable_manager,
+                ).run()
         self._final_q.send_task_result(
-            _RawTaskResult(host=host, task=task, return_data=result, task_fields=task.dump_attrs())
+            _RawTaskResult(host=host, task=ran, return_data=result, task_fields=ran.dump_attrs())
         )
         self._pending_results += 1
