@@ -1,4 +1,5 @@
-"""Mitogen's linear strategy, without its CPU pinning, and without a process for a skipped step.
+"""Mitogen's linear strategy, without its CPU pinning, and without a process for a step that
+never reaches the host.
 
 Mitogen pins its connection multiplexer to CPU 0 and, on a machine of 2 or 3 CPUs, the Ansible
 top level and every worker process to one other CPU: the whole control side then runs on one
