@@ -19,10 +19,11 @@ the 2-core development machine, a forced re-converge at 1+6: the workers' user C
 A step whose condition is false on a host still costs that host a process: forked, connected
 to the multiplexer, only to evaluate the condition and answer "skipped" (a step included on the
 controller alone is one such process on every worker). The strategy evaluates a plain step's
-condition in the top level first, with the variables the process would get, and answers
-"skipped" itself where it is false. Where the answer could differ from the process's (a loop,
-whose condition is per item; a delegated step, whose variables are the delegate's), or where
-evaluating it fails or warns, the process runs the step as before and gives its own answer.
+condition in the top level first, with the variables the process would get, and where it is
+false runs the step's TaskExecutor there, which answers "skipped" before it connects. Where the
+answer could differ from the process's (a loop, whose condition is per item; a delegated step,
+whose variables are the delegate's), or where evaluating it fails or warns, the process runs
+the step as before and gives its own answer.
 
 A step whose action never reaches the host (set_fact, assert, fail, set_stats, debug,
 include_vars, validate_argument_spec, and an include, which only names what to load) costs the
@@ -44,7 +45,6 @@ import ansible_mitogen.loaders
 import ansible_mitogen.strategy
 from ansible._internal import _task
 from ansible._internal._display_utils import DeferredWarningContext
-from ansible._internal._templating._engine import TemplateEngine
 from ansible.constants import (
     _ACTION_ALL_INCLUDES,
     _ACTION_DEBUG,
@@ -77,25 +77,18 @@ _ACTIONS_OFF_HOST = frozenset(
 )
 
 
-def skipped_here(task: Task, task_vars: dict[str, Any]) -> dict[str, Any] | None:
-    """The result TaskExecutor gives a step whose condition is false, or None where the step's
-    own process must answer."""
+def skips_here(task: Task, task_vars: dict[str, Any]) -> bool:
+    """Whether the step's condition is false here, decided as its process would decide it; False
+    where only the process can (a loop, a delegated step, a condition that fails or warns)."""
     if not task.when or task.loop_with or task.loop is not None or task.delegate_to:
-        return None
+        return False
     variables = {**task_vars, "ansible_search_path": task.get_search_path()}
-    answer: dict[str, Any] = {}
     try:
         with _task.TaskContext(task), DeferredWarningContext(variables=variables) as warned:
-            if task._resolve_conditional(task.when, variables, result_context=answer):
-                return None
-            if warned.get_warnings() or warned.get_deprecation_warnings():
-                return None
+            holds = task._resolve_conditional(task.when, variables)
+            return not holds and not warned.get_warnings() and not warned.get_deprecation_warnings()
     except Exception:  # the step's process raises it again, in the step's own result
-        return None
-    result = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
-    result.update(answer)
-    task.update_result_no_log(TemplateEngine(task._loader, variables=variables), result)
-    return result
+        return False
 
 
 def runs_here(task: Task) -> bool:
@@ -106,14 +99,14 @@ class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):
     def _queue_task(
         self, host: Host, task: Task, task_vars: dict[str, Any], play_context: Any
     ) -> None:
-        result = skipped_here(task, task_vars)
-        if result is None and not runs_here(task):
+        if not runs_here(task) and not skips_here(task, task_vars):
             super()._queue_task(host, task, task_vars, play_context)
             return
         # what queueing a step and its process do (strategy/__init__.py, worker.py): the step
         # kept for its result, started, run by TaskExecutor on the process's copy of the step
-        # in the step's context, and the result, with the copy's fields, on the queue that the
-        # strategy waits on for every queued step
+        # in the step's context (a skipped step's answer is TaskExecutor's too, given before it
+        # connects), and the result, with the copy's fields, on the queue that the strategy
+        # waits on for every queued step
         self._queued_task_cache[(host.name, task._uuid)] = {
             "host": host,
             "task": task,
@@ -121,20 +114,18 @@ class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):
             "play_context": play_context,
         }
         self._tqm.send_callback("v2_runner_on_start", host, task)
-        ran = task
-        if result is None:
-            ran = task.copy()
-            with _task.TaskContext(ran):
-                result = TaskExecutor(
-                    host,
-                    ran,
-                    dict(task_vars),
-                    play_context,
-                    self._loader,
-                    get_plugin_loader_namespace(),
-                    self._final_q,
-                    self._variable_manager,
-                ).run()
+        ran = task.copy()
+        with _task.TaskContext(ran):
+            result = TaskExecutor(
+                host,
+                ran,
+                dict(task_vars),
+                play_context,
+                self._loader,
+                get_plugin_loader_namespace(),
+                self._final_q,
+                self._variable_manager,
+            ).run()
         self._final_q.send_task_result(
             _RawTaskResult(host=host, task=ran, return_data=result, task_fields=ran.dump_attrs())
         )
