@@ -32,22 +32,16 @@ class ActionModule(ActionBase):
         self, params: dict[str, Any], task_vars: dict | None, look_only: bool
     ) -> tuple[list[dict], bool]:
         """slurm_folder over every home: its refusals, and whether it changed one. `look_only`:
-        in check mode whatever the run's mode (the guard changes nothing)."""
+        nothing changed whatever the run's mode (the guard)."""
         refused: list[dict] = []
         changed = False
-        run_mode = self._task.check_mode
-        if look_only:
-            self._task.check_mode = True
-        try:
-            for user, home in zip(params["users"], self._homes_of(params), strict=True):
-                kept = self._module("slurm_folder", home, task_vars)
-                if kept.get("refusal"):
-                    refused.append(kept)
-                elif kept.get("failed"):
-                    raise _Failed(f"home of {user['name']}: {kept.get('msg')}")
-                changed = changed or bool(kept.get("changed"))
-        finally:
-            self._task.check_mode = run_mode
+        for user, home in zip(params["users"], self._homes_of(params), strict=True):
+            kept = self._module("slurm_folder", home | {"look_only": look_only}, task_vars)
+            if kept.get("refusal"):
+                refused.append(kept)
+            elif kept.get("failed"):
+                raise _Failed(f"home of {user['name']}: {kept.get('msg')}")
+            changed = changed or bool(kept.get("changed"))
         return refused, changed
 
     def _checked(self, params: dict[str, Any], host: str, task_vars: dict | None) -> dict:
@@ -84,7 +78,7 @@ class ActionModule(ActionBase):
                 "files stay where they are); nothing was changed on this host"
             )
         if refused:
-            raise _Failed(_storage_conflict(host, refused))
+            raise _Failed(filter_loader.get("slurm_storage_conflict").j2_function(refused, host))
         return {"changed": False, "recorded": recorded, "msg": "nothing refused"}
 
     def _present(self, params: dict[str, Any], host: str, task_vars: dict | None) -> dict:
@@ -115,7 +109,9 @@ class ActionModule(ActionBase):
         if params["homes"] and params["makes_homes"]:
             refused, kept = self._homes(params, task_vars, look_only=False)
             if refused:
-                raise _Failed(_storage_conflict(host, refused))
+                raise _Failed(
+                    filter_loader.get("slurm_storage_conflict").j2_function(refused, host)
+                )
             changed = changed or kept
         return {"changed": changed}
 
@@ -144,8 +140,3 @@ class ActionModule(ActionBase):
 
 class _Failed(Exception):
     """What the step refuses or where a module failed: the task fails with this message."""
-
-
-def _storage_conflict(host: str, refused: list[dict]) -> str:
-    messages = list(dict.fromkeys(str(folder.get("msg")) for folder in refused))
-    return f"[storage_conflict] {host}: {'; '.join(messages)}; nothing was changed there"

@@ -1,6 +1,7 @@
 """slurm_common's filters over cluster users: `slurm_user_problems` (what is wrong with a list
 of them), where their homes are (`passwd_homes`, `moved_homes`, `homes_by_place`), and the
-folders made for them (`user_folders`).
+folders made for them (`user_folders`), and the one message for the folders slurm_folder
+refused (`slurm_storage_conflict`).
 
 The same rules guard the driver (driver/role_code.py loads this file), so a request
 and an operator's inventory are judged alike: unique names; no system or daemon account (a
@@ -119,6 +120,13 @@ def user_folders(users: list[dict[str, Any]], base: str, mode: str = "0700") -> 
     ]
 
 
+def slurm_storage_conflict(refused: Iterable[dict[str, Any]], host: str) -> str:
+    """slurm_folder's refusals on `host` (its failed results, each with `msg`) as the one
+    [storage_conflict] failure naming every path: the fail task's and slurm_accounts' alike."""
+    messages = list(dict.fromkeys(str(folder.get("msg")) for folder in refused))
+    return f"[storage_conflict] {host}: {'; '.join(messages)}; nothing was changed there"
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -127,4 +135,5 @@ class FilterModule:
             "passwd_homes": passwd_homes,
             "moved_homes": moved_homes,
             "homes_by_place": homes_by_place,
+            "slurm_storage_conflict": slurm_storage_conflict,
         }

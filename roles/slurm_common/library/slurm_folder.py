@@ -41,6 +41,11 @@ options:
     description: Its mode, as an octal string.
     type: str
     required: true
+  look_only:
+    description: Change nothing whatever the run's mode, as in check mode (a guard that only
+      asks what would be refused before any member changes).
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -162,6 +167,7 @@ def main() -> None:
             "uid": {"type": "int", "required": True},
             "gid": {"type": "int", "required": True},
             "mode": {"type": "str", "required": True},
+            "look_only": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -172,7 +178,12 @@ def main() -> None:
         module.fail_json(msg=f"mode {params['mode']!r} is not an octal mode")
     try:
         result = ensure(
-            params["root"], params["path"], params["uid"], params["gid"], mode, module.check_mode
+            params["root"],
+            params["path"],
+            params["uid"],
+            params["gid"],
+            mode,
+            module.check_mode or params["look_only"],
         )
     except Refused as refused:
         module.fail_json(msg=str(refused), refusal=REFUSAL, created=[])
