@@ -1,0 +1,99 @@
+"""slurm_common's slurm_accounts action on this machine through real ansible-playbook, as root:
+its guard (state=checked) looks at every home's place without making one, whatever the run's
+mode, and both states refuse a planted link with the one [storage_conflict] message that
+folder_refusal.yml's fail task gives too. No account is made: the cluster user's name is
+not on this machine, and state=present runs with accounts=false."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from driver.role_code import role_filters
+from driver.runner.run import MITOGEN_ENVIRONMENT
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="owners can be given as root only")
+
+USER = {"name": "zz-accounts-test", "uid": 42431}
+COMMON = ROOT / "roles" / "slurm_common"
+
+
+def run_accounts(work: Path, args: dict) -> dict:
+    """One slurm_accounts step on the control node itself; its result as the play registered it."""
+    play = [
+        {
+            "hosts": "target",
+            "gather_facts": False,
+            "tasks": [
+                {"name": "Accounts", "slurm_accounts": args, "register": "ran",
+                 "ignore_errors": True},
+                {"name": "Keep", "ansible.builtin.copy": {"content": "{{ ran | to_json }}",
+                                                          "dest": str(work / "ran.json")}},
+            ],
+        }
+    ]  # fmt: skip
+    (work / "play.yml").write_text(yaml.safe_dump(play))
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    (work / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": {"target": host}}}))
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(work),
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_ACTION_PLUGINS": str(COMMON / "action_plugins"),
+        "ANSIBLE_LIBRARY": str(COMMON / "library"),
+        "ANSIBLE_FILTER_PLUGINS": str(COMMON / "filter_plugins"),
+        **MITOGEN_ENVIRONMENT,
+    }
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory.yml"]
+    run = subprocess.run(
+        [*command, "play.yml"], cwd=work, capture_output=True, text=True, env=env, timeout=300
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    return json.loads((work / "ran.json").read_text())
+
+
+@pytest.fixture
+def mount(tmp_path: Path) -> Path:
+    """The platform's mount with its homes' folder, both root's."""
+    root = tmp_path / "workspace"
+    (root / "home").mkdir(parents=True)
+    root.chmod(0o755)
+    return root
+
+
+def accounts(mount: Path, tmp_path: Path, state: str) -> dict:
+    return {
+        "state": state,
+        "users": [USER],
+        "record": str(tmp_path / "accounts"),
+        "home_base": str(mount / "home"),
+        "home_root": str(mount),
+        "makes_homes": True,
+        "accounts": False,
+    }
+
+
+def test_the_guard_makes_no_home(mount: Path, tmp_path: Path):
+    ran = run_accounts(tmp_path, accounts(mount, tmp_path, "checked"))
+    assert not ran.get("failed") and not ran["changed"], ran
+    assert not (mount / "home" / USER["name"]).exists()
+
+
+@pytest.mark.parametrize("state", ["checked", "present"])
+def test_a_planted_link_is_refused_with_the_storage_conflict_message(
+    mount: Path, tmp_path: Path, state: str
+):
+    target = tmp_path / "target"
+    target.mkdir()
+    planted = mount / "home" / USER["name"]
+    planted.symlink_to(target)
+    ran = run_accounts(tmp_path, accounts(mount, tmp_path, state))
+    refused = [{"msg": f"{planted} is a symbolic link or not a folder; it is never followed"}]
+    said = role_filters("slurm_users").slurm_storage_conflict(refused, "target")
+    assert ran["failed"] and ran["msg"] == said, ran
+    assert planted.is_symlink() and list(target.iterdir()) == []
