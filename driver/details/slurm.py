@@ -74,6 +74,9 @@ class Readiness(OutputModel):
     """How many nodes it covered."""
     drained: list[str]
     """The nodes its operator drained: they take no job and are left out of the proof."""
+    busy: list[str] = Field(default_factory=list)
+    """The nodes with no CPU free (their jobs hold every one): left out of the proof and named,
+    not waited for. Where every node in service is busy, the last proof stands (reused)."""
     accounting_record: list[AccountingRecord]
     """Its sacct records (none when accounting is off or the proof was reused)."""
     proven_at: str | None

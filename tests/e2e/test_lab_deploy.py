@@ -556,6 +556,39 @@ def test_drain_waits_for_jobs_never_kills_one_and_resume_returns_the_node(deploy
     assert code == 0 and result["changed"] == 0, result
 
 
+def test_a_busy_node_is_named_not_waited_for(deployed):
+    """A node whose jobs hold every CPU would keep the readiness job pending until its timeout:
+    the proof runs on the other node and names it busy; with every node busy and no earlier
+    proof standing, nothing can prove readiness (no_node_in_service), and no job is killed."""
+    first_deploy = deployed["request"].read_text()
+    jobs = []
+    try:
+        for node in ("e2e-w01", "e2e-w02"):
+            jobs.append(submit("-w", node, "--exclusive", "--wrap", "'sleep 600'"))
+            wait_on("e2e-ctl", f"squeue -h -j {jobs[-1]} -t R | grep -q .")
+            # a new proof, not the last one's: as after a change of the configuration
+            on("e2e-ctl", "rm -f /var/lib/slurm-app/readiness.json")
+            code, result = operation(deployed, "deploy")
+            deployed["request"].write_text(first_deploy)
+            if node == "e2e-w01":
+                assert code == 0, result
+                readiness = result["adapter_detail"]["readiness"]
+                assert readiness["busy"] == ["e2e-w01"] and readiness["nodes"] == 1, readiness
+                assert not readiness["reused"] and readiness["accounting_record"], readiness
+            else:
+                assert code == 1 and result["error"]["code"] == "no_node_in_service", result
+                said = result["error"]["message"]
+                assert "busy with jobs that hold every CPU (e2e-w01, e2e-w02)" in said, said
+        states = on("e2e-ctl", f"squeue -h -j {','.join(jobs)} -o %T").split()
+        assert states == ["RUNNING", "RUNNING"]
+    finally:
+        on("e2e-ctl", f"scancel {' '.join(jobs)}" if jobs else "true")
+    wait_on("e2e-ctl", "sinfo -h -o %T | sort -u | grep -qx idle")
+    code, result = operation(deployed, "deploy")
+    deployed["request"].write_text(first_deploy)
+    assert code == 0 and result["adapter_detail"]["readiness"]["busy"] == [], result
+
+
 def _driver_installation(tmp_path_factory, name: str, expiry_s: int) -> dict[str, str]:
     """Another driver installation against the same lab (its own state folder, so its own
     instance lock), named `name` in the instance's lease."""

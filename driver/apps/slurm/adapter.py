@@ -94,9 +94,9 @@ class SlurmReference(AppAdapter):
         "storage_not_shared": STORAGE_NOT_SHARED,
         "storage_conflict": STORAGE_CONFLICT,
         "no_node_in_service": OperationError(
-            "every node the readiness job would run on is drained, so no job can prove the "
-            "cluster ready; the operation's changes are applied and the nodes stay drained "
-            "until resumed",
+            "every node the readiness job would run on is drained, or busy with no earlier "
+            "proof standing, so no job can prove the cluster ready; the operation's changes "
+            "are applied and drained nodes stay drained until resumed",
             None,
             (InstanceStatus.RUNNING, Health.DEGRADED),
         ),
