@@ -6,16 +6,13 @@ not on this machine, and state=present runs with accounts=false."""
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from conftest import ROOT
+from local_play import run_play
 
 from driver.role_code import role_filters
-from driver.runner.run import MITOGEN_ENVIRONMENT
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="owners can be given as root only")
 
@@ -37,23 +34,12 @@ def run_accounts(work: Path, args: dict) -> dict:
             ],
         }
     ]  # fmt: skip
-    (work / "play.yml").write_text(yaml.safe_dump(play))
-    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    (work / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": {"target": host}}}))
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-        "HOME": str(work),
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+    plugins = {
         "ANSIBLE_ACTION_PLUGINS": str(COMMON / "action_plugins"),
         "ANSIBLE_LIBRARY": str(COMMON / "library"),
         "ANSIBLE_FILTER_PLUGINS": str(COMMON / "filter_plugins"),
-        **MITOGEN_ENVIRONMENT,
     }
-    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory.yml"]
-    run = subprocess.run(
-        [*command, "play.yml"], cwd=work, capture_output=True, text=True, env=env, timeout=300
-    )
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    run_play(work, play, environment=plugins)
     return json.loads((work / "ran.json").read_text())
 
 

@@ -13,7 +13,7 @@ import jmespath
 import pytest
 import yaml
 from conftest import ROOT
-from role_render import run_role_tasks
+from local_play import run_role_tasks
 
 FIXTURES = ROOT / "tests" / "fixtures" / "grafana"
 CLIENT_SECRET = "grafana-client-secret-7f3a9c"  # a test value: scanned for in every output

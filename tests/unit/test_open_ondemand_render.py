@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT
-from role_render import run_role_tasks
+from local_play import run_role_tasks
 
 FIXTURES = ROOT / "tests" / "fixtures" / "open_ondemand"
 # test values, scanned for in every output

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT
-from role_render import run_role_tasks
+from local_play import run_role_tasks
 
 from driver.catalog import CatalogError
 from driver.site import load_site, role_vars

@@ -3,9 +3,9 @@ reaches the host, without forking a process for it, and gives the same answer th
 process would."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from local_play import run_play
 
 from driver.runner.run import MITOGEN_ENVIRONMENT
 
@@ -50,7 +50,7 @@ class CallbackModule(CallbackBase):
 
 PLAYBOOK = """
 - name: Steps skipped, and the conditions only a step's process can decide
-  hosts: localhost
+  hosts: target
   gather_facts: false
   vars:
     turned_off: false
@@ -145,27 +145,15 @@ OFF_HOST = (
 def run_counted(tmp_path: Path, strategy: dict[str, str]) -> dict:
     (tmp_path / "callbacks").mkdir(parents=True)
     (tmp_path / "callbacks" / "counting.py").write_text(COUNTING_CALLBACK)
-    (tmp_path / "skips.yml").write_text(PLAYBOOK)
     (tmp_path / "included.yml").write_text(INCLUDED)
     counted = tmp_path / "counted.json"
     environment = {
-        "PATH": "/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "HOME": str(tmp_path),
         "ANSIBLE_CALLBACK_PLUGINS": str(tmp_path / "callbacks"),
         "ANSIBLE_CALLBACKS_ENABLED": "counting",
         "COUNTED": str(counted),
         **strategy,
     }
-    playbook = Path(sys.executable).parent / "ansible-playbook"
-    ran = subprocess.run(
-        [str(playbook), "-i", "localhost,", "-c", "local", "skips.yml"],
-        capture_output=True,
-        text=True,
-        env=environment,
-        cwd=tmp_path,
-    )
-    assert ran.returncode == 0, ran.stdout + ran.stderr
+    run_play(tmp_path, PLAYBOOK, environment=environment)
     return json.loads(counted.read_text())
 
 

@@ -15,6 +15,11 @@ from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import filter_loader
 
 
+def _storage_conflict(refused: list[dict], host: str) -> str:
+    """slurm_common's one [storage_conflict] message, which folder_refusal.yml gives too."""
+    return filter_loader.get("slurm_storage_conflict").j2_function(refused, host)
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
@@ -78,7 +83,7 @@ class ActionModule(ActionBase):
                 "files stay where they are); nothing was changed on this host"
             )
         if refused:
-            raise _Failed(filter_loader.get("slurm_storage_conflict").j2_function(refused, host))
+            raise _Failed(_storage_conflict(refused, host))
         return {"changed": False, "recorded": recorded, "msg": "nothing refused"}
 
     def _present(self, params: dict[str, Any], host: str, task_vars: dict | None) -> dict:
@@ -109,9 +114,7 @@ class ActionModule(ActionBase):
         if params["homes"] and params["makes_homes"]:
             refused, kept = self._homes(params, task_vars, look_only=False)
             if refused:
-                raise _Failed(
-                    filter_loader.get("slurm_storage_conflict").j2_function(refused, host)
-                )
+                raise _Failed(_storage_conflict(refused, host))
             changed = changed or kept
         return {"changed": changed}
 
