@@ -9,7 +9,7 @@ import hashlib
 import os
 import socket
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -38,6 +38,57 @@ class PackageSource(StrictModel):
         if self.source == "artifact" and (self.artifact is None or self.sha256 is None):
             raise ValueError("source: artifact needs artifact (an absolute path) and sha256")
         return self
+
+
+DebianName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.+-]{0,63}$")]
+
+
+class AptRepository(StrictModel):
+    """One suite of an APT repository that the hosts trust for the named packages only: apt
+    pins every other package of the suite at -1, so nothing else of it is ever installed."""
+
+    uri: str = Field(pattern=r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?$")
+    suite: DebianName
+    components: list[DebianName] = Field(default_factory=lambda: ["main"], min_length=1)
+    packages: list[DebianName] = Field(min_length=1)
+    # a keyring already on the hosts: Debian's own archive keyring signs every Debian suite
+    signed_by: AbsolutePath
+    # false for a snapshot, or a mirror whose Release file has expired (its Valid-Until past)
+    check_valid_until: bool = True
+
+
+class SlurmPackageSource(StrictModel):
+    """Where the hosts get the Slurm that a catalog version runs when it is not the
+    distribution's (slurm-reference 2.0.0 runs Slurm 26.05 on Debian 13, whose own is 24.11).
+    distribution: the host's own suites. repository: pinned suites (Debian's forky for Slurm and
+    libllhttp9.4, trixie-backports for hwloc: docs/operations.md, Slurm 26.05). artifact: a
+    .tar.gz of a flat APT repository (folder slurm-repository) with the packages built for the
+    hosts' release, installed only when its sha256 matches."""
+
+    source: Literal["distribution", "repository", "artifact"] = "distribution"
+    repositories: list[AptRepository] = Field(default_factory=list)
+    artifact: AbsolutePath | None = None
+    sha256: Sha256 | None = None
+
+    @model_validator(mode="after")
+    def _source_complete(self) -> "SlurmPackageSource":
+        if self.source == "repository" and not self.repositories:
+            raise ValueError("source: repository needs repositories (uri, suite, packages)")
+        if self.source == "artifact" and (self.artifact is None or self.sha256 is None):
+            raise ValueError("source: artifact needs artifact (an absolute path) and sha256")
+        return self
+
+    def role_vars(self) -> dict[str, Any]:
+        """slurm_common's variables for this source."""
+        found: dict[str, Any] = {"slurm_common_slurm_source": self.source}
+        if self.source == "repository":
+            found["slurm_common_slurm_repositories"] = [
+                repository.model_dump() for repository in self.repositories
+            ]
+        if self.source == "artifact":
+            found["slurm_common_slurm_artifact"] = str(self.artifact)
+            found["slurm_common_slurm_artifact_sha256"] = str(self.sha256)
+        return found
 
 
 class Backups(StrictModel):
@@ -95,6 +146,7 @@ class Site(StrictModel):
     # artifact: a .tar.gz of a flat APT repository (folder ood-repository) with ondemand and
     # its dependencies, for hosts that cannot reach OSC's repository
     open_ondemand: PackageSource = PackageSource()
+    slurm: SlurmPackageSource = SlurmPackageSource()
 
 
 def backup_dir(site: Site) -> Path:

@@ -10,6 +10,7 @@ from conftest import ROOT
 from local_play import run_role_tasks
 
 from driver.catalog import CatalogError
+from driver.role_code import role_filters
 from driver.site import load_site, role_vars
 
 PIN = "ab" * 32
@@ -166,3 +167,69 @@ def test_a_site_can_run_the_plays_on_ansibles_own_strategy(tmp_path, monkeypatch
     assert with_it == {**without, **MITOGEN_ENVIRONMENT}
     with pytest.raises(CatalogError, match="mitogen"):
         _site(tmp_path, monkeypatch, {"runs": {"mitogen": "sometimes"}})
+
+
+FORKY = {
+    "uri": "http://deb.debian.org/debian",
+    "suite": "forky",
+    "packages": ["slurmctld", "slurmd", "libllhttp9.4"],
+    "signed_by": "/usr/share/keyrings/debian-archive-keyring.gpg",
+    "check_valid_until": False,
+}
+
+
+def test_the_slurm_source_reaches_slurm_common(tmp_path, monkeypatch):
+    settings = {"slurm": {"source": "repository", "repositories": [FORKY]}}
+    site = _site(tmp_path, monkeypatch, settings)
+    assert site.slurm.role_vars() == {
+        "slurm_common_slurm_source": "repository",
+        "slurm_common_slurm_repositories": [{**FORKY, "components": ["main"]}],
+    }
+    assert _site(tmp_path, monkeypatch, {}).slurm.role_vars() == {
+        "slurm_common_slurm_source": "distribution"
+    }
+
+
+@pytest.mark.parametrize(
+    ("slurm", "named"),
+    [
+        ({"source": "repository"}, "needs repositories"),
+        ({"source": "artifact", "artifact": "/srv/slurm.tar.gz"}, "needs artifact"),
+        ({"source": "repository", "repositories": [{**FORKY, "suite": "forky\nX: y"}]}, "suite"),
+        ({"source": "repository", "repositories": [{**FORKY, "uri": "file:/etc"}]}, "uri"),
+        ({"source": "repository", "repositories": [{**FORKY, "packages": []}]}, "packages"),
+        ({"source": "repository", "repositories": [{**FORKY, "signed_by": "keys"}]}, "signed_by"),
+    ],
+)
+def test_a_slurm_source_that_would_not_work_is_refused_naming_the_field(
+    tmp_path, monkeypatch, slurm, named
+):
+    with pytest.raises(CatalogError, match=named):
+        _site(tmp_path, monkeypatch, {"slurm": slurm})
+
+
+def test_the_pinned_suites_are_apts_own_files():
+    """As apt-cache read them on a Debian 13 lab host (docs/operations.md, Slurm 26.05): the
+    named packages at 990 from the suite, everything else of it at -1."""
+    backports = {**FORKY, "suite": "trixie-backports", "packages": ["libhwloc15"]}
+    del backports["check_valid_until"]
+    files = role_filters("slurm_packages").slurm_apt_source_files(
+        [FORKY, backports], "/etc/apt/sources.list.d/s.sources", "/etc/apt/preferences.d/s"
+    )
+    assert [entry["path"] for entry in files] == [
+        "/etc/apt/sources.list.d/s.sources",
+        "/etc/apt/preferences.d/s",
+    ]
+    sources, preferences = (entry["content"].split("\n", 1)[1] for entry in files)
+    assert sources == (
+        "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: forky\nComponents: main\n"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\nCheck-Valid-Until: no\n\n"
+        "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: trixie-backports\n"
+        "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+    )
+    assert preferences == (
+        "Package: *\nPin: release n=forky\nPin-Priority: -1\n\n"
+        "Package: slurmctld slurmd libllhttp9.4\nPin: release n=forky\nPin-Priority: 990\n\n"
+        "Package: *\nPin: release n=trixie-backports\nPin-Priority: -1\n\n"
+        "Package: libhwloc15\nPin: release n=trixie-backports\nPin-Priority: 990\n"
+    )

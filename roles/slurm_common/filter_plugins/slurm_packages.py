@@ -1,4 +1,5 @@
-"""slurm_common's filter for one apt transaction per host (`slurm_install_plan`).
+"""slurm_common's filters for one apt transaction per host (`slurm_install_plan`), and for the
+pinned suites a catalog version's Slurm comes from (`slurm_apt_source_files`).
 
 Each role on a host names what it installs as a set: its packages, the units that must not
 start before the role configures them (masked while the set installs) and whether the set is
@@ -43,6 +44,39 @@ def slurm_install_plan(
     }
 
 
+def slurm_apt_source_files(
+    repositories: list[dict[str, Any]], sources: str, preferences: str
+) -> list[dict[str, Any]]:
+    """slurm_files' entries for the site's pinned suites: one deb822 file at `sources` with a
+    stanza per suite, and one apt preferences file at `preferences` that pins every package of
+    each suite at -1 (never installed) but its named packages at 990 (installed, and preferred
+    over the host's own suites). apt matches a pin by the suite's codename (Release's
+    Codename, `n=`)."""
+    stanzas, pins = [], []
+    for repository in repositories:
+        stanza = [
+            "Types: deb",
+            f"URIs: {repository['uri']}",
+            f"Suites: {repository['suite']}",
+            f"Components: {' '.join(repository.get('components') or ['main'])}",
+            f"Signed-By: {repository['signed_by']}",
+        ]
+        if not repository.get("check_valid_until", True):
+            stanza.append("Check-Valid-Until: no")
+        stanzas.append("\n".join(stanza))
+        release = f"Pin: release n={repository['suite']}"
+        pins.append(f"Package: *\n{release}\nPin-Priority: -1")
+        pins.append(f"Package: {' '.join(repository['packages'])}\n{release}\nPin-Priority: 990")
+    managed = "# Managed by slurm-app-bundle: the site's source of this release's Slurm.\n"
+    return [
+        {"path": sources, "content": managed + "\n\n".join(stanzas) + "\n", "mode": "0644"},
+        {"path": preferences, "content": managed + "\n\n".join(pins) + "\n", "mode": "0644"},
+    ]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"slurm_install_plan": slurm_install_plan}
+        return {
+            "slurm_install_plan": slurm_install_plan,
+            "slurm_apt_source_files": slurm_apt_source_files,
+        }
