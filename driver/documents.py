@@ -131,14 +131,16 @@ def _checked(doc: Document, duplicates: list[Duplicate]) -> Document:
 
 def load_yaml(text: str, file: str | None = None) -> Document:
     try:
-        # composed once: the data and the lines come from the same nodes
+        # composed once: the data and the lines come from the same nodes, mapped before
+        # construction flattens a merge key (<<) into its mapping's keys, where a key the
+        # mapping itself gives over a merged one would read as a duplicate
         loader = YAML_LOADER(text)
         try:
             root = loader.get_single_node()
+            lines, duplicates = _line_map(root)
             data = None if root is None else loader.construct_document(root)
         finally:
             loader.dispose()
-        lines, duplicates = _line_map(root)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "not valid YAML"

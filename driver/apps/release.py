@@ -80,6 +80,7 @@ def upgrade_detail(reported: dict[str, Any], operation: str) -> dict[str, Any]:
             "backup_id",
             "slurm_version_before",
             "slurm_version",
+            "slurmdbd_conversion_s",
             "state_from",
             "jobs_ended_since",
         )

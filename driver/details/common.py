@@ -149,6 +149,9 @@ class ReleaseChange(OutputModel):
     """Slurm's version before the upgrade."""
     slurm_version: str | None = None
     """Slurm's version after it."""
+    slurmdbd_conversion_s: float | None = None
+    """upgrade to another Slurm: from slurmdbd's restart on the new version until it answered
+    again, its accounting database converted, in seconds."""
     state_from: str | None = None
     """rollback: the moment the restored queue and accounting are from."""
     jobs_ended_since: list[str] | None = None

@@ -86,18 +86,18 @@ def test_slurm_reference_monitoring_contract():
     assert loaded is not None and loaded.entry.monitoring is not None
     ports = {e.name: e.port for e in loaded.entry.monitoring.exporters}
     assert ports == {"slurm": 9341, "node": 9100, "dcgm": 9400}
-    (version,) = loaded.entry.versions
-    monitoring = version.config_schema["properties"]["monitoring"]["properties"]
-    assert monitoring["retention_time"]["default"] == "7d"
-    assert monitoring["retention_size"]["default"] == "5GB"
-    assert monitoring["scrape_interval"]["default"] == "30s"
-    (tab,) = version.ui.tabs
-    assert (tab.key, tab.endpoint.port, tab.endpoint.path) == (
-        "monitoring",
-        3000,
-        "/d/slurm-overview",
-    )
-    assert tab.auth.strategy == "oidc_proxy" and tab.embedding.allowed
+    for version in loaded.entry.versions:
+        monitoring = version.config_schema["properties"]["monitoring"]["properties"]
+        assert monitoring["retention_time"]["default"] == "7d"
+        assert monitoring["retention_size"]["default"] == "5GB"
+        assert monitoring["scrape_interval"]["default"] == "30s"
+        (tab,) = version.ui.tabs
+        assert (tab.key, tab.endpoint.port, tab.endpoint.path) == (
+            "monitoring",
+            3000,
+            "/d/slurm-overview",
+        )
+        assert tab.auth.strategy == "oidc_proxy" and tab.embedding.allowed
 
 
 def test_every_finding_code_is_documented(root):

@@ -85,6 +85,39 @@ def test_a_release_in_the_window_is_applied_to_every_package_that_changes():
     assert verdict["changes"] == {"ctl": ["slurmdbd", "slurmctld"], "w1": ["slurmd"]}
 
 
+FORKY = "26.05.5-1"
+TO_26 = {"from": "1.1.0", "to": "2.0.0", "series": "26.05"}
+
+
+def test_a_series_of_its_own_is_judged_before_its_source_is_placed():
+    """Before the site's source is on any host the candidates are Debian 13's own: the window
+    is judged against the series, and nothing is said to change yet."""
+    verdict = slurm_upgrade_verdict(_cluster(TRIXIE, TRIXIE), "ctl", TO_26, NODES, offered=False)
+    assert verdict == {"running": "24.11.5", "candidate": "26.05", "changes": {}, "refusal": ""}
+
+
+def test_debian_12s_slurm_is_refused_the_series_before_any_host_changes():
+    cluster = _cluster(BOOKWORM, BOOKWORM)
+    refusal = slurm_upgrade_verdict(cluster, "ctl", TO_26, NODES, offered=False)["refusal"]
+    assert refusal.startswith("[upgrade_unsupported] ctl: Slurm 26.05 takes")
+    for named in ("22.05.8", "24.11, 25.05, 25.11", "upgrade to one of those first"):
+        assert named in refusal, refusal
+
+
+def test_the_placed_source_must_offer_the_series():
+    refusal = slurm_upgrade_verdict(_cluster(TRIXIE, TRIXIE), "ctl", TO_26, NODES)["refusal"]
+    assert refusal == (
+        "[upgrade_unsupported] 2.0.0 runs Slurm 26.05; the controller's package sources offer "
+        f"slurmctld {TRIXIE}: the site settings' slurm source must name where 26.05 comes from"
+    )
+
+
+def test_the_series_source_changes_every_slurm_package():
+    verdict = slurm_upgrade_verdict(_cluster(TRIXIE, FORKY), "ctl", TO_26, NODES)
+    assert verdict["refusal"] == "" and verdict["candidate"] == "26.05.5"
+    assert verdict["changes"] == {"ctl": ["slurmdbd", "slurmctld"], "w1": ["slurmd"]}
+
+
 def test_members_offered_different_slurm_versions_are_refused_naming_the_host():
     cluster = _cluster("24.05.4-1", TRIXIE, worker_candidate="24.05.4-1")
     refusal = slurm_upgrade_verdict(cluster, "ctl", PATH, NODES)["refusal"]

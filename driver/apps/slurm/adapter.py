@@ -69,6 +69,11 @@ OPERATION_OPTION_VARS: dict[tuple[str, str], str | None] = {
     ("status", "read"): None,
 }
 PENDING_OPTIONS: dict[str, str] = {}
+# The Slurm major release each catalog version runs where it is not the distribution's: its
+# hosts take it from the site settings' slurm source (docs/operations.md, Slurm 26.05), and
+# refuse a source that does not offer it ([slurm_unavailable]). The manifest's release notes
+# say the same.
+SLURM_SERIES = {"2.0.0": "26.05"}
 # replace_controller's refusals of a backup, made before any host changed.
 BACKUP_CODES = ("backup_missing", "backup_mismatch", "backup_corrupt", "backup_incompatible")
 
@@ -91,6 +96,12 @@ class SlurmReference(AppAdapter):
             (InstanceStatus.RUNNING, Health.UNKNOWN),
         ),
         "account_exists": ACCOUNT_EXISTS,
+        "slurm_unavailable": OperationError(
+            "the host's package sources do not offer the Slurm this catalog version runs (the "
+            "site settings' slurm source names where it comes from); nothing was installed",
+            None,
+            (InstanceStatus.FAILED, Health.UNKNOWN),
+        ),
         "storage_not_shared": STORAGE_NOT_SHARED,
         "storage_conflict": STORAGE_CONFLICT,
         "no_node_in_service": OperationError(
@@ -205,6 +216,8 @@ class SlurmReference(AppAdapter):
                 "slurm_controller_max_job_count": config["scheduler"]["max_job_count"],
                 "slurm_common_users": config["users"],
                 "slurm_common_munge_key_src": request.credentials.munge_key_file or "",
+                "slurm_common_slurm_series": SLURM_SERIES.get(_arrives_at(request, version), ""),
+                **load_site().slurm.role_vars(),
                 **storage_vars(config),
             }
         )
@@ -238,8 +251,9 @@ class SlurmReference(AppAdapter):
             if name is not None:
                 inventory.group_vars[name] = value
         inventory.group_vars.update(release_vars(self.slug, request, version))
-        if request.operation.type == "upgrade":
-            # a play keyword (the workers' batches), which only extra vars reach
+        if request.operation.type == "upgrade" and "batch_size" in options:
+            # a play keyword (the workers' batches), which only extra vars reach; without it
+            # the playbook's tenth of the workers
             inventory.extra_vars["slurm_worker_upgrade_batch_size"] = int(options["batch_size"])
         if request.operation.type == "status":
             # the play's hosts: without monitoring no Prometheus answers for the workers
@@ -383,3 +397,11 @@ def _readiness(smoke: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     nodes = str(smoke.get("nodes", ""))
     return {**smoke, "nodes": int(nodes) if nodes.isdigit() else None}
+
+
+def _arrives_at(request: OperationRequest, version: Version) -> str:
+    """The catalog version whose Slurm the run leaves on the hosts: a rollback's target, else
+    the version checked (an upgrade's target, or the instance's own)."""
+    if request.operation.type == "rollback":
+        return str(request.operation.options.get("to_version", version.version))
+    return version.version

@@ -21,15 +21,21 @@ def slurm_upgrade_verdict(
     versions: dict[str, str],
     nodes: list[dict[str, Any]],
     force: bool = False,
+    offered: bool = True,
 ) -> dict[str, Any]:
     """members: each host's reading ({release, packages, units}); versions: {from, to}, the
-    app versions the request goes between. Returns the Slurm version running and the one the
+    app versions the request goes between, and `series`, the Slurm major release `to` runs
+    where it is not the distribution's ('' or absent: whatever the package sources offer).
+    offered: whether the readings' candidates are what this upgrade installs; false before the
+    site's source of the series is placed, when the window is judged against the series alone
+    and nothing is said of what changes. Returns the Slurm version running and the one the
     upgrade brings, the packages that change on each host, and `refusal` ('' when none): the
     first of [upgrade_mismatch], [upgrade_unsupported], [upgrade_unhealthy]."""
     from_version, to_version = versions["from"], versions["to"]
+    series = versions.get("series") or ""
     packages = members[controller]["packages"]
     running = packages["slurmctld"]["installed"]
-    wanted = packages["slurmctld"]["candidate"] or running
+    wanted = (packages["slurmctld"]["candidate"] or running) if offered else series or running
     verdict: dict[str, Any] = {
         "running": slurm_version(running),
         "candidate": slurm_version(wanted),
@@ -48,24 +54,32 @@ def slurm_upgrade_verdict(
             f"taken up again); {', '.join(off_path)}",
         )
         return verdict
+    if offered and series and not verdict["candidate"].startswith(f"{series}."):
+        verdict["refusal"] = _refusal(
+            "upgrade_unsupported",
+            f"{to_version} runs Slurm {series}; the controller's package sources offer "
+            f"slurmctld {wanted}: the site settings' slurm source must name where {series} "
+            "comes from",
+        )
+        return verdict
     for host, reading in sorted(members.items()):
         for name in SLURM_PACKAGES:
             package = reading["packages"].get(name) or {}
             if not package.get("installed"):
                 continue
-            offered = package.get("candidate") or package["installed"]
-            if slurm_version(offered) != verdict["candidate"]:
+            candidate = (package.get("candidate") or package["installed"]) if offered else wanted
+            if slurm_version(candidate) != verdict["candidate"]:
                 verdict["refusal"] = _refusal(
                     "upgrade_unsupported",
-                    f"{host} would install {name} {offered} and the controller slurmctld "
+                    f"{host} would install {name} {candidate} and the controller slurmctld "
                     f"{wanted}: every member's package sources must offer one Slurm version",
                 )
                 return verdict
-            why = slurm_upgrade_refusal(slurm_version(package["installed"]), slurm_version(offered))
+            why = slurm_upgrade_refusal(slurm_version(package["installed"]), verdict["candidate"])
             if why:
                 verdict["refusal"] = _refusal("upgrade_unsupported", f"{host}: {why}")
                 return verdict
-            if offered != package["installed"]:
+            if offered and candidate != package["installed"]:
                 verdict["changes"].setdefault(host, []).append(name)
     if not force:
         down = [

@@ -76,8 +76,9 @@ def slurm_upgrade_refusal(running: str, candidate: str) -> str:
             f"Slurm {candidate} is not a release this bundle knows the upgrade rules of; "
             f"{running} runs"
         )
+    named = _major(candidate) + ("" if candidate == _major(candidate) else f" ({candidate})")
     return (
-        f"Slurm {_major(candidate)} ({candidate}) takes the state and the accounting database "
+        f"Slurm {named} takes the state and the accounting database "
         f"of {', '.join(majors)} and its own release; {running} is further back, and an "
         "upgrade from it in one step would lose the queue and could not convert the database: "
         "upgrade to one of those first"
