@@ -18,7 +18,10 @@ RELEASE_CODES = {
     "upgrade_unsupported": "Slurm cannot take the version the package sources offer in place",
     "upgrade_unhealthy": "a member's daemon or a node is down, and force is false",
     "rollback_unavailable": "no upgrade leads back there, or the cluster changed since",
-    "rollback_unsupported": "Slurm's version changed since the upgrade's backup",
+    "rollback_unsupported": "Slurm's version changed since the upgrade, or its sources no longer "
+    "offer the backup's",
+    "rollback_loses_jobs": "the upgrade to another Slurm finished, and force is false: a "
+    "rollback would lose the jobs and accounting since its backup",
 }
 RELEASE_ERRORS = {
     code: OperationError(

@@ -89,6 +89,8 @@ def lab_up(args: argparse.Namespace) -> int:
         request = lab.up(spec)
     except LabError as exc:
         return _failed(exc)
+    if args.slurm_26_05:
+        lab.write_lab_site(slurm_26_05=True)
     result_file = request.with_name("deploy-result.json")
     events_file = request.with_name("deploy-events.jsonl")
     console.print(f"deploy request: {request}", highlight=False, markup=False, soft_wrap=True)
@@ -252,6 +254,12 @@ def add_lab_parser(sub: Any) -> None:
         type=int,
         default=0,
         help="NVIDIA GPU device files on each host that runs slurmd (0 to 8; no GPU behind them)",
+    )
+    up.add_argument(
+        "--slurm-26-05",
+        action="store_true",
+        help="the lab's site settings name Debian's forky as the source of Slurm 26.05, so that "
+        "`lab op upgrade --option to_version=2.0.0` upgrades Slurm itself",
     )
     add_format_option(up, "text", "text: progress for people; json: the run's JSON-lines events")
     up.set_defaults(func=lab_up)

@@ -21,7 +21,7 @@ from driver.lab.hosts import (
     remove_lab,
     start_hosts,
 )
-from driver.lab.images import build_image
+from driver.lab.images import MIRROR, build_image
 from driver.lab.requests import allocation, deploy_request, portal_credentials_dir
 from driver.lab.spec import (
     LAB_USER,
@@ -70,18 +70,53 @@ LAB_SITE = {
     "dcgm_exporter": {"source": "none"},
     "open_ondemand": {"source": "none"},
 }
+# Slurm 26.05 (slurm-reference 2.0.0) from Debian's own suites, pinned to its packages: forky
+# for Slurm (whose Release on the mirror may have expired), trixie-backports for hwloc
+# (docs/operations.md, Slurm 26.05). Apart from LAB_SITE: a release before 2.0.0's driver
+# refuses site settings with a `slurm` key.
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+LAB_SLURM_SOURCE = {
+    "source": "repository",
+    "repositories": [
+        {
+            "uri": MIRROR,
+            "suite": "forky",
+            "packages": [
+                *("slurmctld", "slurmd", "slurmdbd", "slurm-client", "sackd"),
+                *("slurm-wlm-basic-plugins", "slurm-wlm-mysql-plugin", "libllhttp9.4"),
+            ],
+            "signed_by": DEBIAN_KEYRING,
+            "check_valid_until": False,
+        },
+        {
+            "uri": MIRROR,
+            "suite": "trixie-backports",
+            "packages": ["libhwloc15", "libhwloc-plugins"],
+            "signed_by": DEBIAN_KEYRING,
+        },
+    ],
+}
 
 
-def write_lab_site(path: Path | None = None) -> None:
+LAB_SITE_HEADER = (
+    "# Written by `slurm-app-driver lab up`: Grafana, dcgm-exporter and OOD cannot be "
+    "installed here.\n"
+)
+
+
+def write_lab_site(path: Path | None = None, slurm_26_05: bool | None = None) -> None:
     """The platform's site settings for the lab (at `path`, default where this process's driver
-    reads them), unless an operator wrote their own."""
+    reads them), unless an operator wrote their own: one an earlier `lab up` wrote is written
+    again. With the source of Slurm 26.05 where asked (None: where the earlier one had it)."""
     path = path or site_file()
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path.write_text(
-            "# Written by `slurm-app-driver lab up`: Grafana, dcgm-exporter and OOD cannot be "
-            "installed here.\n" + yaml.safe_dump(LAB_SITE)
-        )
+    earlier = path.read_text() if path.exists() else None
+    if earlier is not None and not earlier.startswith(LAB_SITE_HEADER):
+        return
+    if slurm_26_05 is None:
+        slurm_26_05 = earlier is not None and "slurm" in (yaml.safe_load(earlier) or {})
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    site = LAB_SITE | ({"slurm": LAB_SLURM_SOURCE} if slurm_26_05 else {})
+    path.write_text(LAB_SITE_HEADER + yaml.safe_dump(site))
 
 
 def _make_gpu_devices(name: str, host: str, gpus: int) -> None:

@@ -168,6 +168,24 @@ def test_a_member_without_the_platform_mount_is_refused_before_anything_changes(
     assert _on("old-ctl", "sinfo -h -N -o %N").split() == ["old-w01"]
 
 
+def test_slurm_26_05_is_refused_before_any_host_changes(cluster):
+    """Debian 12's 22.05 is further back than 26.05 takes state from (issue 68): the window is
+    judged against the series before the site's source of it is placed anywhere."""
+    env = cluster
+    hosts = ("old-ctl", "old-w01")
+    before = {host: host_fingerprint(SPEC.name, host) for host in hosts}
+    code, result = lab_operation(SPEC.name, env, "upgrade", to_version="2.0.0")
+    assert code == 1, result
+    assert result["error"]["code"] == "upgrade_unsupported", result["error"]
+    message = result["error"]["message"]
+    for named in ("Slurm 26.05 takes", "24.11, 25.05, 25.11", "22.05.8", "upgrade to one of"):
+        assert named in message, message
+    assert result["changed"] == 0
+    assert {host: host_fingerprint(SPEC.name, host) for host in hosts} == before
+    for host in hosts:
+        assert "slurm-app" not in _on(host, "ls /etc/apt/sources.list.d /etc/apt/preferences.d")
+
+
 def _slurmctld_starts() -> int:
     """How many times slurmctld started, from its own log."""
     log = "/var/log/slurm/slurmctld.log"

@@ -9,7 +9,12 @@ from slurm_readers.upgrade import (
     slurm_upgrade_changed_since,
     slurm_upgrade_verdict,
 )
-from slurm_readers.versions import slurm_packages, slurm_upgrade_refusal
+from slurm_readers.versions import (
+    slurm_downgrade_packages,
+    slurm_offered,
+    slurm_packages,
+    slurm_upgrade_refusal,
+)
 
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
 TRIXIE = "24.11.5-4+deb13u1"
@@ -96,6 +101,17 @@ def test_a_series_of_its_own_is_judged_before_its_source_is_placed():
     assert verdict == {"running": "24.11.5", "candidate": "26.05", "changes": {}, "refusal": ""}
 
 
+def test_an_upgrade_taken_up_again_after_a_failure_is_judged_as_it_stands():
+    """The controller's packages reached 26.05 before slurmctld failed; the workers did not."""
+    cluster = _cluster(TRIXIE, TRIXIE)
+    cluster["ctl"]["packages"] = _installed(FORKY, FORKY, "slurmctld", "slurmdbd")
+    verdict = slurm_upgrade_verdict(cluster, "ctl", TO_26, NODES, offered=False)
+    assert verdict["refusal"] == "" and verdict["running"] == "26.05.5", verdict
+    cluster["w1"]["packages"] = _installed(TRIXIE, FORKY, "slurmd")
+    verdict = slurm_upgrade_verdict(cluster, "ctl", TO_26, NODES)
+    assert verdict["refusal"] == "" and verdict["changes"] == {"w1": ["slurmd"]}, verdict
+
+
 def test_debian_12s_slurm_is_refused_the_series_before_any_host_changes():
     cluster = _cluster(BOOKWORM, BOOKWORM)
     refusal = slurm_upgrade_verdict(cluster, "ctl", TO_26, NODES, offered=False)["refusal"]
@@ -116,6 +132,50 @@ def test_the_series_source_changes_every_slurm_package():
     verdict = slurm_upgrade_verdict(_cluster(TRIXIE, FORKY), "ctl", TO_26, NODES)
     assert verdict["refusal"] == "" and verdict["candidate"] == "26.05.5"
     assert verdict["changes"] == {"ctl": ["slurmdbd", "slurmctld"], "w1": ["slurmd"]}
+
+
+# apt-cache policy on a Debian 13 lab host with the site's forky suite pinned (2026-12-05)
+PINNED = (FIXTURES / "26.05" / "apt-policy-pinned.txt").read_text()
+
+
+def test_every_version_the_sources_offer_is_read_pinned_away_or_not():
+    assert slurm_offered(PINNED) == {"slurmctld": [FORKY, TRIXIE], "slurmdbd": [FORKY, TRIXIE]}
+    policy = (FIXTURES / "24.11" / "apt-policy.txt").read_text()
+    assert slurm_offered(policy) == {name: [TRIXIE] for name in ("slurmd", "slurmctld", "slurmdbd")}
+
+
+def test_a_rollback_takes_the_backups_slurm_from_what_the_sources_offer():
+    upgraded = {
+        "slurmctld": {"installed": FORKY, "candidate": FORKY},
+        "slurmdbd": {"installed": FORKY, "candidate": FORKY},
+        "slurmd": {"installed": None, "candidate": FORKY},
+        "slurm-client": {"installed": FORKY, "candidate": FORKY},
+    }
+    offered = slurm_offered(PINNED) | {"slurm-client": [FORKY, TRIXIE, "24.11.5-4+deb13u2"]}
+    assert slurm_downgrade_packages(upgraded, offered, "24.11.5") == {
+        "install": [
+            "slurm-client=24.11.5-4+deb13u2",
+            f"slurmctld={TRIXIE}",
+            f"slurmdbd={TRIXIE}",
+        ],
+        "missing": [],
+    }
+    assert slurm_downgrade_packages(upgraded, offered, "24.11.6")["missing"] == [
+        "slurm-client",
+        "slurmctld",
+        "slurmdbd",
+    ]
+    at_backup = {"slurmctld": {"installed": TRIXIE, "candidate": FORKY}}
+    assert slurm_downgrade_packages(at_backup, offered, "24.11.5") == {"install": [], "missing": []}
+
+
+def test_a_rollback_of_a_slurm_upgrade_takes_either_version_and_names_any_other():
+    members = [
+        ("ctl", _installed(FORKY, None, "slurmctld")),
+        ("w1", _installed(TRIXIE, None, "slurmd")),
+    ]
+    assert slurm_upgrade_changed_since(members, "24.11.5", "26.05.5") == []
+    assert slurm_upgrade_changed_since(members, "24.11.5") == ["ctl slurmctld 26.05.5"]
 
 
 def test_members_offered_different_slurm_versions_are_refused_naming_the_host():

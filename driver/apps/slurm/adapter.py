@@ -65,6 +65,7 @@ OPTION_VARS = {
 # it, or an extra var set in inventory_vars).
 OPERATION_OPTION_VARS: dict[tuple[str, str], str | None] = {
     ("upgrade", "force"): "slurm_controller_upgrade_force",
+    ("rollback", "force"): "slurm_controller_rollback_force",
     ("upgrade", "to_version"): None,
     ("status", "read"): None,
 }

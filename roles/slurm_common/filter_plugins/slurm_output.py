@@ -38,6 +38,8 @@ class FilterModule:
             "slurm_reads_state_of": versions.slurm_reads_state_of,
             "slurm_upgrade_refusal": versions.slurm_upgrade_refusal,
             "slurm_packages": versions.slurm_packages,
+            "slurm_offered": versions.slurm_offered,
+            "slurm_downgrade_packages": versions.slurm_downgrade_packages,
             "slurm_upgrade_verdict": upgrade.slurm_upgrade_verdict,
             "slurm_upgrade_changed_since": upgrade.slurm_upgrade_changed_since,
             "slurm_jobs_gone": upgrade.slurm_jobs_gone,

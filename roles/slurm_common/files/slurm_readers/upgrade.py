@@ -75,7 +75,10 @@ def slurm_upgrade_verdict(
                     f"{wanted}: every member's package sources must offer one Slurm version",
                 )
                 return verdict
-            why = slurm_upgrade_refusal(slurm_version(package["installed"]), verdict["candidate"])
+            running_here = slurm_version(package["installed"])
+            # a member an earlier run of this upgrade took to the series already
+            taken = not offered and running_here.startswith(f"{series}.")
+            why = "" if taken else slurm_upgrade_refusal(running_here, verdict["candidate"])
             if why:
                 verdict["refusal"] = _refusal("upgrade_unsupported", f"{host}: {why}")
                 return verdict
@@ -106,16 +109,17 @@ def _installed(reading: dict[str, Any], unit: str) -> bool:
 
 
 def slurm_upgrade_changed_since(
-    members: list[tuple[str, dict[str, Any]]], version: str
+    members: list[tuple[str, dict[str, Any]]], version: str, upgraded_to: str = ""
 ) -> list[str]:
-    """'host package version' for each Slurm package whose version is no longer `version`
-    (members: (host, packages) pairs as release_read.yml reads them)."""
+    """'host package version' for each Slurm package whose version is neither `version` nor
+    `upgraded_to` (the Slurm an upgrade went to, whose rollback puts `version` back; members:
+    (host, packages) pairs as release_read.yml reads them)."""
     return [
         f"{host} {name} {slurm_version(package['installed'])}"
         for host, packages in members
         for name in SLURM_PACKAGES
         if (package := packages.get(name) or {}).get("installed")
-        and slurm_version(package["installed"]) != version
+        and slurm_version(package["installed"]) not in (version, upgraded_to or version)
     ]
 
 

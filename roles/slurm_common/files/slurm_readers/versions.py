@@ -114,3 +114,48 @@ def slurm_packages(installed: str, policy: str) -> dict[str, dict[str, str | Non
             entry = packages.setdefault(name, {"installed": None, "candidate": None})
             entry["candidate"] = None if candidate == "(none)" else candidate
     return packages
+
+
+# A version line of `apt-cache policy`'s version table: " *** 24.11.5-4+deb13u1 500" (the one
+# installed) or "     26.05.5-1 990"; the sources under it are indented further.
+_TABLE_VERSION = re.compile(r"^ (?:\*\*\*| {3}) (\S+) -?\d+$")
+
+
+def slurm_offered(policy: str) -> dict[str, list[str]]:
+    """Every version `apt-cache policy` lists for each package (its version table: what the
+    host's sources offer, pinned away or not, and the one installed), name to versions."""
+    offered: dict[str, list[str]] = {}
+    name = None
+    for line in policy.splitlines():
+        if line and not line[0].isspace() and line.endswith(":"):
+            name = line[:-1]
+            offered[name] = []
+        elif name and (match := _TABLE_VERSION.match(line)):
+            offered[name].append(match.group(1))
+    return offered
+
+
+def slurm_downgrade_packages(
+    packages: dict[str, dict[str, str | None]], offered: dict[str, list[str]], version: str
+) -> dict[str, list[str]]:
+    """What puts a member's Slurm back to `version` (a rollback of an upgrade to another Slurm):
+    `install`, 'name=version' for each installed Slurm package of another version, taking the
+    newest build of `version` its sources offer; `missing`, the packages whose sources offer
+    no build of it."""
+    plan: dict[str, list[str]] = {"install": [], "missing": []}
+    for name, package in sorted(packages.items()):
+        installed = package.get("installed")
+        if not installed or slurm_version(installed) == version:
+            continue
+        builds = [v for v in offered.get(name, []) if slurm_version(v) == version]
+        if builds:
+            plan["install"].append(f"{name}={max(builds, key=_debian_order)}")
+        else:
+            plan["missing"].append(name)
+    return plan
+
+
+def _debian_order(version: str) -> tuple:
+    """A sort key for Debian versions of one Slurm release: their revisions compared by their
+    numbers ('4+deb13u1' before '4+deb13u2'), which is all that tells two builds apart."""
+    return tuple(int(part) for part in re.findall(r"\d+", version))

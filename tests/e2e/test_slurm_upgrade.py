@@ -1,0 +1,166 @@
+"""Slurm itself upgraded on a running cluster (issue 68): slurm-reference 1.1.0, Debian 13's
+Slurm 24.11.5, to 2.0.0, Slurm 26.05 from the lab's site source (Debian's forky suite pinned to
+Slurm's packages, trixie-backports for hwloc), with a job running, one pending and one finished;
+then the finished upgrade's rollback, refused unless forced; then an upgrade that fails at
+slurmctld, rolled back with its queue. Real daemons in systemd containers, the driver by its
+full path."""
+
+import json
+import re
+
+import pytest
+from lab_tools import (
+    _as_lab_user,
+    deploy_lab,
+    host_fingerprint,
+    lab_operation,
+    on_host,
+    platform_env,
+    wait_on_host,
+)
+
+from driver.lab import lab
+from driver.lab import spec as lab_spec
+
+pytestmark = pytest.mark.containers
+SPEC = lab_spec.LabSpec(name="s26", workers=2, distro="trixie", placement="separate")
+CONTROLLER, WORKERS = "s26-ctl", ("s26-w01", "s26-w02")
+HOSTS = (CONTROLLER, *WORKERS)
+SITE_SOURCE = "/etc/apt/sources.list.d/slurm-app-slurm.sources"
+# systemd refuses to start a slurmctld 26.05 while this drop-in is there (the backup's restart
+# of 24.11 passes): an upgrade that fails at slurmctld, as a broken build would
+SLURMCTLD_BROKEN = "/etc/systemd/system/slurmctld.service.d/zz-broken.conf"
+REFUSE_26_05 = "ExecStartPre=/bin/sh -c '! /usr/sbin/slurmctld -V | grep -q 26.05'"
+
+
+def _on(host: str, command: str) -> str:
+    return on_host(SPEC.name, host, command)
+
+
+def _submit(*arguments: str) -> str:
+    return _as_lab_user(SPEC.name, CONTROLLER, f"sbatch --parsable {' '.join(arguments)}")
+
+
+def _state(job: str) -> str:
+    return _on(CONTROLLER, f"sacct -n -X -P -j {job} -o state").strip()
+
+
+def _wait_for(job: str, state: str, seconds: int = 300) -> None:
+    wait_on_host(
+        SPEC.name, CONTROLLER, f"sacct -n -X -P -j {job} -o state | grep -qx {state}", seconds
+    )
+
+
+def _instance_at(version: str) -> None:
+    """The version the platform's next requests give the instance (after a failed upgrade, the
+    one it went to: docs/operations.md, When an upgrade fails)."""
+    deploy = lab_spec.lab_dir(SPEC.name) / "deploy.json"
+    request = json.loads(deploy.read_text())
+    request["instance"]["version"] = version
+    deploy.write_text(json.dumps(request))
+
+
+def _versions() -> dict[str, str]:
+    """Every daemon's own word on its version, and the accounting's."""
+    found = {CONTROLLER: _on(CONTROLLER, "slurmctld -V; slurmdbd -V").strip()}
+    found |= {worker: _on(worker, "slurmd -V").strip() for worker in WORKERS}
+    configuration = _on(CONTROLLER, "sacctmgr show configuration")
+    found["accounting"] = " ".join(re.findall(r"SLURM(?:DBD)?_VERSION\s*=\s*(\S+)", configuration))
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster(docker_engine, tmp_path_factory):
+    state = tmp_path_factory.mktemp("driver-state")
+    env = platform_env(state)
+    lab.write_lab_site(state / "site.yaml", slurm_26_05=True)
+    deploy_lab(SPEC, env, {})
+    yield env
+    lab.down(SPEC.name)
+
+
+def test_slurm_goes_to_26_05_with_its_jobs_running(cluster):
+    env = cluster
+    finished = _submit("-N1", "--wrap", "'true'")
+    _wait_for(finished, "COMPLETED", 60)
+    running = _submit("-N2", "--exclusive", "--wrap", "'sleep 150'")
+    wait_on_host(SPEC.name, CONTROLLER, f"squeue -h -j {running} -t R | grep -q .")
+    pending = _submit("-N2", "--wrap", "'hostname'")
+    assert _on(CONTROLLER, f"squeue -h -j {pending} -o %T").strip() == "PENDING"
+
+    code, result = lab_operation(SPEC.name, env, "upgrade", to_version="2.0.0")
+    assert code == 0, result["error"]
+    upgrade = result["adapter_detail"]["upgrade"]
+    assert (upgrade["slurm_version_before"], upgrade["slurm_version"]) == ("24.11.5", "26.05.5")
+    assert isinstance(upgrade["slurmdbd_conversion_s"], float), upgrade
+    assert upgrade["completed"] and {m["slurm_version"] for m in upgrade["members"].values()} == {
+        "26.05.5"
+    }
+    assert result["instance"]["health"] == "healthy"
+    # the running job ran through every restart; the pending one ran after it
+    assert _on(CONTROLLER, f"squeue -h -j {running} -o %T").strip() == "RUNNING"
+    _wait_for(running, "COMPLETED")
+    _wait_for(pending, "COMPLETED")
+    assert _state(finished) == "COMPLETED"
+    versions = _versions()
+    assert versions[CONTROLLER].split("\n") == ["slurm-wlm 26.05.5"] * 2, versions
+    assert all(versions[worker] == "slurm-wlm 26.05.5" for worker in WORKERS), versions
+    assert versions["accounting"] == "26.05.5 26.05.5", versions
+    code, status = lab_operation(SPEC.name, env, "status")
+    assert code == 0 and status["instance"]["health"] == "healthy", status
+    assert status["adapter_detail"]["daemon_versions"]["slurmctld"] == "26.05.5"
+
+
+def test_a_finished_slurm_upgrade_is_rolled_back_only_when_forced(cluster):
+    env = cluster
+    before = {host: host_fingerprint(SPEC.name, host) for host in HOSTS}
+    code, result = lab_operation(SPEC.name, env, "rollback", to_version="1.1.0")
+    assert code == 1, result
+    assert result["error"]["code"] == "rollback_loses_jobs", result["error"]
+    assert "Roll back with force" in result["error"]["message"]
+    assert {host: host_fingerprint(SPEC.name, host) for host in HOSTS} == before
+
+    code, result = lab_operation(SPEC.name, env, "rollback", to_version="1.1.0", force=True)
+    assert code == 0, result["error"]
+    assert result["adapter_detail"]["rollback"]["slurm_version"] == "24.11.5"
+    versions = _versions()
+    assert versions[CONTROLLER].split("\n") == ["slurm-wlm 24.11.5"] * 2, versions
+    assert all(versions[worker] == "slurm-wlm 24.11.5" for worker in WORKERS), versions
+    assert versions["accounting"] == "24.11.5 24.11.5", versions
+    for host in HOSTS:
+        assert _on(host, f"test -e {SITE_SOURCE} && echo left || true") == ""
+    job = _submit("-N2", "--wrap", "'hostname'")
+    _wait_for(job, "COMPLETED", 120)
+
+
+def test_an_upgrade_that_fails_at_slurmctld_says_where_and_rolls_back_with_its_queue(cluster):
+    env = cluster
+    held = _submit("-N1", "--hold", "--wrap", "'true'")
+    _on(
+        CONTROLLER,
+        f"mkdir -p {SLURMCTLD_BROKEN.rsplit('/', 1)[0]} && "
+        f"printf '%s\\n' '[Service]' \"{REFUSE_26_05}\" > {SLURMCTLD_BROKEN} && "
+        "systemctl daemon-reload",
+    )
+    code, result = lab_operation(SPEC.name, env, "upgrade", to_version="2.0.0")
+    assert code == 1, result
+    assert "Restart slurmctld" in result["error"]["message"], result["error"]
+    # where it stopped: the controller's packages on 26.05 (slurmdbd's restarted), no worker's
+    upgrade = result["adapter_detail"]["upgrade"]
+    assert not upgrade["completed"]
+    assert {host: member["slurm_version"] for host, member in upgrade["members"].items()} == {
+        CONTROLLER: "26.05.5",
+        **{worker: "24.11.5" for worker in WORKERS},
+    }, upgrade["members"]
+
+    # not forced: the upgrade did not finish. The drop-in stays: the rollback's slurmctld is 24.11
+    _instance_at("2.0.0")
+    code, result = lab_operation(SPEC.name, env, "rollback", to_version="1.1.0")
+    assert code == 0, result["error"]
+    _on(CONTROLLER, f"rm {SLURMCTLD_BROKEN} && systemctl daemon-reload")
+    assert _versions()[CONTROLLER].split("\n") == ["slurm-wlm 24.11.5"] * 2
+    assert _on(CONTROLLER, f"squeue -h -j {held} -o %T").strip() == "PENDING"
+    _on(CONTROLLER, f"scontrol release {held}")
+    _wait_for(held, "COMPLETED", 120)
+    code, status = lab_operation(SPEC.name, env, "status")
+    assert code == 0 and status["instance"]["health"] == "healthy", status
