@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,6 @@ from driver.lab.releases import install_release, release_command
 from driver.lab.spec import LabSpec, lab_dir
 
 LAB = "benchup"
-CONTROLLER = f"{LAB}-ctl"
 RELEASE = (ROOT / "tests" / "upgrade" / "FROM").read_text().strip()
 
 
@@ -43,9 +43,10 @@ PROBE_JOB = ["runuser", "-u", "labuser", "--", "sbatch", "--parsable", "-o", "/d
 
 
 class Prober:
-    """Pings slurmctld and submits probe jobs on the controller until stopped."""
+    """Pings slurmctld and submits probe jobs on the lab's controller until stopped."""
 
-    def __init__(self) -> None:
+    def __init__(self, lab_name: str = LAB) -> None:
+        self.lab_name = lab_name
         self.down: list[tuple[float, float]] = []
         self.jobs: list[str] = []
         self._stop = threading.Event()
@@ -64,7 +65,7 @@ class Prober:
             thread.join()
 
     def _ping(self) -> None:
-        container = lab.host_container(LAB, CONTROLLER)
+        container = lab.host_container(self.lab_name, f"{self.lab_name}-ctl")
         since = None
         while not self._stop.is_set():
             answer = container.exec_run(["scontrol", "ping"])
@@ -80,19 +81,20 @@ class Prober:
             self.down.append((since, time.perf_counter()))
 
     def _submit(self) -> None:
-        container = lab.host_container(LAB, CONTROLLER)
+        container = lab.host_container(self.lab_name, f"{self.lab_name}-ctl")
         while not self._stop.wait(2):
             answer = container.exec_run([*PROBE_JOB, "-D", "/tmp", "--wrap", "sleep 1"])
             if answer.exit_code == 0:
                 self.jobs.append(answer.output.decode().strip())
 
 
-def start_waits(jobs: list[str]) -> list[float]:
+def start_waits(jobs: list[str], lab_name: str = LAB) -> list[float]:
     """Each probe job's seconds from submission to start, once they all ran."""
     ids = ",".join(jobs)
     done = f"until ! squeue -h -j {ids} 2>/dev/null | grep -q .; do sleep 1; done"
-    on_host(LAB, CONTROLLER, done)
-    rows = on_host(LAB, CONTROLLER, f"sacct -n -X -P -j {ids} -o Submit,Start").split()
+    controller = f"{lab_name}-ctl"
+    on_host(lab_name, controller, done)
+    rows = on_host(lab_name, controller, f"sacct -n -X -P -j {ids} -o Submit,Start").split()
     waits = []
     for row in rows:
         submitted, started = (datetime.datetime.fromisoformat(t) for t in row.split("|"))
@@ -100,13 +102,14 @@ def start_waits(jobs: list[str]) -> list[float]:
     return waits
 
 
-def operation(name: str, *options: str) -> dict[str, Any]:
-    with Prober() as prober:
-        wall = driver("lab", "op", name, "--name", LAB, "--format", "json", *options)
-    result = result_of(LAB, name)
-    _, slowest = slowest_tasks(lab_dir(LAB) / f"{name}-events.jsonl")
+def operation(name: str, *options: str, lab_name: str = LAB) -> dict[str, Any]:
+    """One operation on the lab with the prober running: its figures, and its result's."""
+    with Prober(lab_name) as prober:
+        wall = driver("lab", "op", name, "--name", lab_name, "--format", "json", *options)
+    result = result_of(lab_name, name)
+    _, slowest = slowest_tasks(lab_dir(lab_name) / f"{name}-events.jsonl")
     pauses = [end - start for start, end in prober.down]
-    waits = start_waits(prober.jobs) if prober.jobs else []
+    waits = start_waits(prober.jobs, lab_name) if prober.jobs else []
     return {
         "wall_s": round(wall, 1),
         "duration_s": result["duration_s"],
@@ -157,9 +160,17 @@ def main() -> None:
     finally:
         if not args.keep:
             lab.down(LAB)
-    columns = [
-        "operation",
-        "workers",
+    print_operations(rows, ["workers"], lambda row, _: [row["workers"]])
+
+
+def print_operations(
+    rows: list[dict[str, Any]],
+    columns: list[str],
+    cells: Callable[[dict[str, Any], str], list[Any]],
+) -> None:
+    """The table of each row's upgrade and rollback: `columns` (and their `cells` for a row
+    and an operation) after the operation's name, then what operation() measured."""
+    measured_columns = [
         "wall s",
         "run s",
         "changes",
@@ -169,14 +180,18 @@ def main() -> None:
         "longest start wait s",
         "slowest tasks",
     ]
-    print(markdown.header(columns, text={"operation", "slowest tasks"}))
+    print(
+        markdown.header(
+            ["operation", *columns, *measured_columns], text={"operation", "slowest tasks"}
+        )
+    )
     for row in rows:
         for name in ("upgrade", "rollback"):
             measured = row[name]
             print(
                 markdown.row(
                     name,
-                    row["workers"],
+                    *cells(row, name),
                     measured["wall_s"],
                     measured["duration_s"],
                     measured["changed"],
