@@ -115,7 +115,7 @@ def scrape(collector) -> dict[str, float]:
     return samples
 
 
-@pytest.mark.parametrize("version", ["22.05", "24.11"])
+@pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
 def test_captured_clusters_are_counted_as_slurm_saw_them(version):
     """The capture: one worker draining while it runs a job on both CPUs, one job pending;
     two jobs ended and still held."""

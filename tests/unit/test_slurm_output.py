@@ -36,7 +36,11 @@ from slurm_readers.scheduler import FIGURES, slurm_scheduler
 from slurm_readers.versions import slurm_reads_state_of, slurm_version
 
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
-VERSIONS = ["22.05", "24.11"]
+VERSIONS = ["22.05", "24.11", "26.05"]
+# Captured on a fresh lab (ct-, cb-), whose node names, memory and job ids (capture.sh's jobs are
+# its first) some assertions name; 26.05's on a 1.1.0 lab upgraded to 2.0.0 (cap-, its jobs
+# after the deploy's and the upgrade's readiness jobs).
+FRESH_LAB_VERSIONS = ["22.05", "24.11"]
 # What any cluster user may name a job (capture.sh submits the pending job with it): a `|`, a
 # newline and then a line in the old `|` layout, a tab, `%`, quotes; 1,000 characters.
 HOSTILE_NAME = (FIXTURES / "hostile-job-name").read_text()
@@ -64,7 +68,7 @@ def test_the_fixtures_are_what_capture_sh_records(version):
         assert json.loads(_read(version, name))["meta"]
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", FRESH_LAB_VERSIONS)
 def test_slurmd_C_gives_the_node_line_numbers(version):
     hardware = slurm_node_hardware(_read(version, "slurmd-C.txt"))
     assert hardware == {
@@ -123,7 +127,7 @@ def test_a_read_before_the_version_is_known_holds_the_form_the_version_picks(ver
     assert len(forms) == 2
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", FRESH_LAB_VERSIONS)
 def test_the_queue_reads_the_same_from_json_and_text(version, monkeypatch):
     # squeue's text prints local time; the capture's hosts run in UTC.
     monkeypatch.setenv("TZ", "UTC")
@@ -170,7 +174,7 @@ def test_a_time_limit_as_squeue_prints_it_is_read_in_minutes(limit, minutes):
     assert _minutes(limit) == minutes
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", FRESH_LAB_VERSIONS)
 def test_accounting_records_jobs_and_steps(version):
     records = {r["id"]: r for r in slurm_accounting(_read(version, "accounting.txt"))}
     assert records["1.0"]["state"] == "COMPLETED" and records["1.0"]["nodes"] == 1
@@ -436,7 +440,20 @@ def test_versions_read_as_slurm_prints_them(output, version):
     assert slurm_version(output) == version
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+def test_26_05s_history_holds_the_jobs_that_ended_alone(monkeypatch):
+    """sacct 26.05 applies the history's ended states (-s) to the jobs still in the queue too:
+    24.11 listed the running and the pending job beside the ended ones, 26.05 does not."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    read = slurm_history(_read("26.05", "history.txt"))
+    by_name = {j["name"]: j for j in read}
+    assert "424242" not in {j["job_id"] for j in read}  # nothing forged
+    assert by_name["ok"]["state"] == "COMPLETED" and by_name["bad"]["state"] == "FAILED"
+    assert by_name["ok"]["node_list"] == "cap-w01"
+    assert {j["state"] for j in read} <= {"COMPLETED", "FAILED", "CANCELLED"}
+
+
+@pytest.mark.parametrize("version", FRESH_LAB_VERSIONS)
 def test_history_reads_the_jobs_sacct_recorded_as_the_queue_reads_them(version, monkeypatch):
     """sacct -X (the Jobs tab's completed and failed views) in the records slurm_jobs gives."""
     monkeypatch.setenv("TZ", "UTC")
