@@ -18,6 +18,7 @@ The lab is named `benchslurm`; it is removed at the end unless --keep.
 
 import argparse
 import json
+import shlex
 from typing import Any
 
 from bench.member_operations import driver, on_host, result_of
@@ -30,7 +31,7 @@ FROM, TO = "1.1.0", "2.0.0"
 
 
 def _sql(statement: str) -> str:
-    return on_host(LAB, CONTROLLER, f"mariadb -N slurm_acct_db -e {json.dumps(statement)}")
+    return on_host(LAB, CONTROLLER, f"mariadb -N slurm_acct_db -e {shlex.quote(statement)}")
 
 
 def job_records() -> int:
@@ -47,9 +48,11 @@ def fill_job_records(records: int) -> None:
     fields = [name for name in described if name and name != "job_db_inx"]
     while (have := job_records()) < records:
         offset = int(_sql(f"SELECT MAX(id_job) FROM {table}").strip())
-        copied = [f"id_job + {offset}" if name == "id_job" else name for name in fields]
+        # quoted: the table has columns named as SQL's words (partition)
+        columns = [f"`{name}`" for name in fields]
+        copied = [f"`id_job` + {offset}" if name == "id_job" else f"`{name}`" for name in fields]
         _sql(
-            f"INSERT INTO {table} ({', '.join(fields)}) SELECT {', '.join(copied)} FROM {table} "
+            f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(copied)} FROM {table} "
             f"ORDER BY job_db_inx LIMIT {min(have, records - have)}"
         )
 
