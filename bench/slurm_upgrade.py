@@ -42,7 +42,9 @@ def fill_job_records(records: int) -> None:
     """Copies the job table's rows with new job ids until it holds `records` jobs: what
     slurmdbd converts on an upgrade grows with them."""
     submit = "runuser -u labuser -- sbatch -o /dev/null -D /tmp --wrap true >/dev/null"
-    on_host(LAB, CONTROLLER, f"for i in $(seq 20); do {submit}; done; sleep 15")
+    # ended, and no node still completing: the upgrade's health check refuses one
+    idle = "until ! squeue -h | grep -q . && ! sinfo -h -o %T | grep -qv idle; do sleep 1; done"
+    on_host(LAB, CONTROLLER, f"for i in $(seq 20); do {submit}; done; {idle}")
     table = f"{LAB}_job_table"
     described = [line.split("\t")[0] for line in _sql(f"SHOW COLUMNS FROM {table}").splitlines()]
     fields = [name for name in described if name and name != "job_db_inx"]

@@ -88,18 +88,29 @@ class Prober:
                 self.jobs.append(answer.output.decode().strip())
 
 
-def start_waits(jobs: list[str], lab_name: str = LAB) -> list[float]:
-    """Each probe job's seconds from submission to start, once they all ran."""
+def start_waits(jobs: list[str], lab_name: str = LAB) -> tuple[list[float], int]:
+    """Each probe job's seconds from submission to start, once they all ran; and how many
+    slurmctld held after their launch failed (a node's prolog failing while its slurmd is
+    between two Slurm versions), which are cancelled and left out."""
     ids = ",".join(jobs)
-    done = f"until ! squeue -h -j {ids} 2>/dev/null | grep -q .; do sleep 1; done"
     controller = f"{lab_name}-ctl"
+    # until every probe job ended, or waits held after a failed launch
+    done = (
+        f"until ! squeue -h -j {ids} -o '%i %r' 2>/dev/null | grep -v launch_failed | grep -q .; "
+        "do sleep 1; done"
+    )
     on_host(lab_name, controller, done)
-    rows = on_host(lab_name, controller, f"sacct -n -X -P -j {ids} -o Submit,Start").split()
+    held = on_host(lab_name, controller, f"squeue -h -j {ids} -o %i 2>/dev/null || true").split()
+    if held:
+        on_host(lab_name, controller, f"scancel {' '.join(held)}")
+    rows = on_host(lab_name, controller, f"sacct -n -X -P -j {ids} -o JobID,Submit,Start").split()
     waits = []
     for row in rows:
-        submitted, started = (datetime.datetime.fromisoformat(t) for t in row.split("|"))
-        waits.append((started - submitted).total_seconds())
-    return waits
+        job, submitted, started = row.split("|")
+        if job not in held:
+            start = datetime.datetime.fromisoformat(started)
+            waits.append((start - datetime.datetime.fromisoformat(submitted)).total_seconds())
+    return waits, len(held)
 
 
 def operation(name: str, *options: str, lab_name: str = LAB) -> dict[str, Any]:
@@ -109,7 +120,7 @@ def operation(name: str, *options: str, lab_name: str = LAB) -> dict[str, Any]:
     result = result_of(lab_name, name)
     _, slowest = slowest_tasks(lab_dir(lab_name) / f"{name}-events.jsonl")
     pauses = [end - start for start, end in prober.down]
-    waits = start_waits(prober.jobs, lab_name) if prober.jobs else []
+    waits, held = start_waits(prober.jobs, lab_name) if prober.jobs else ([], 0)
     return {
         "wall_s": round(wall, 1),
         "duration_s": result["duration_s"],
@@ -117,6 +128,7 @@ def operation(name: str, *options: str, lab_name: str = LAB) -> dict[str, Any]:
         "paused_longest_s": round(max(pauses, default=0.0), 1),
         "paused_total_s": round(sum(pauses), 1),
         "probe_jobs": len(waits),
+        "probe_jobs_held": held,
         "start_wait_max_s": max(waits, default=0.0),
         "slowest": slowest,
     }
@@ -177,6 +189,7 @@ def print_operations(
         "slurmctld unanswered: longest s",
         "in all s",
         "probe jobs",
+        "held after a failed launch",
         "longest start wait s",
         "slowest tasks",
     ]
@@ -198,6 +211,7 @@ def print_operations(
                     measured["paused_longest_s"],
                     measured["paused_total_s"],
                     measured["probe_jobs"],
+                    measured.get("probe_jobs_held", 0),
                     measured["start_wait_max_s"],
                     markdown.slowest_tasks_cell(measured["slowest"]),
                 )
