@@ -35,9 +35,14 @@ class PackageSource(StrictModel):
 
     @model_validator(mode="after")
     def _artifact_complete(self) -> "PackageSource":
-        if self.source == "artifact" and (self.artifact is None or self.sha256 is None):
-            raise ValueError("source: artifact needs artifact (an absolute path) and sha256")
+        _refuse_incomplete_artifact(self.source, self.artifact, self.sha256)
         return self
+
+
+def _refuse_incomplete_artifact(source: str, artifact: str | None, sha256: str | None) -> None:
+    """Both package sources' rule: an artifact is installed only from its file and its sha256."""
+    if source == "artifact" and (artifact is None or sha256 is None):
+        raise ValueError("source: artifact needs artifact (an absolute path) and sha256")
 
 
 DebianName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.+-]{0,63}$")]
@@ -74,8 +79,7 @@ class SlurmPackageSource(StrictModel):
     def _source_complete(self) -> "SlurmPackageSource":
         if self.source == "repository" and not self.repositories:
             raise ValueError("source: repository needs repositories (uri, suite, packages)")
-        if self.source == "artifact" and (self.artifact is None or self.sha256 is None):
-            raise ValueError("source: artifact needs artifact (an absolute path) and sha256")
+        _refuse_incomplete_artifact(self.source, self.artifact, self.sha256)
         return self
 
     def role_vars(self) -> dict[str, Any]:
