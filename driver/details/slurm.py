@@ -32,6 +32,10 @@ class NodeState(OutputModel):
     """Its state as sinfo words it (idle, mixed, drained, down*, ...)."""
     reason: str | None
     """Why it is drained or down, when it is."""
+    reason_set_by: str | None = None
+    """Who drained it or set it down: an operator's user, or `slurm` where slurmctld did
+    itself (a prolog or epilog that failed, a job it could not end, slurmd's hardware short of
+    its configuration)."""
     cpus: int | None
     """CPUs Slurm schedules on it."""
     alloc_cpus: int | None

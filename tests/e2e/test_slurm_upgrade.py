@@ -5,8 +5,11 @@ then the finished upgrade's rollback, refused unless forced; then an upgrade tha
 slurmctld, rolled back with its queue. Real daemons in systemd containers, the driver by its
 full path."""
 
+import contextlib
 import json
 import re
+import threading
+from collections.abc import Iterator
 
 import pytest
 from lab_tools import (
@@ -39,6 +42,32 @@ def _on(host: str, command: str) -> str:
 
 def _submit(*arguments: str) -> str:
     return _as_lab_user(SPEC.name, CONTROLLER, f"sbatch --parsable {' '.join(arguments)}")
+
+
+@contextlib.contextmanager
+def _a_job_every_second() -> Iterator[list[str]]:
+    """A one-core job submitted every second while the block runs, as a cluster's users go on
+    submitting through an upgrade; yields the ids of those sbatch took (it refuses while
+    slurmctld restarts)."""
+    taken: list[str] = []
+    done = threading.Event()
+
+    def submit() -> None:
+        while not done.wait(1):
+            ran = lab.host_container(SPEC.name, CONTROLLER).exec_run(
+                ["runuser", "-u", lab_spec.LAB_USER["name"], "--", "sbatch", "--parsable",
+                 "-N1", "-n1", "-t", "1", "--chdir", "/tmp", "--wrap", "true"]
+            )  # fmt: skip
+            if ran.exit_code == 0:
+                taken.append(ran.output.decode().strip())
+
+    submitter = threading.Thread(target=submit, daemon=True)
+    submitter.start()
+    try:
+        yield taken
+    finally:
+        done.set()
+        submitter.join()
 
 
 def _state(job: str) -> str:
@@ -83,12 +112,15 @@ def test_slurm_goes_to_26_05_with_its_jobs_running(cluster):
     env = cluster
     finished = _submit("-N1", "--wrap", "'true'")
     _wait_for(finished, "COMPLETED", 60)
-    running = _submit("-N2", "--exclusive", "--wrap", "'sleep 150'")
+    # a core of each worker: the other takes the jobs submitted through the upgrade
+    running = _submit("-N2", "--ntasks-per-node=1", "--wrap", "'sleep 150'")
     wait_on_host(SPEC.name, CONTROLLER, f"squeue -h -j {running} -t R | grep -q .")
-    pending = _submit("-N2", "--wrap", "'hostname'")
+    # pending until the running one ends; the jobs submitted meanwhile start as they come
+    pending = _submit("-N2", f"--dependency=afterok:{running}", "--wrap", "'hostname'")
     assert _on(CONTROLLER, f"squeue -h -j {pending} -o %T").strip() == "PENDING"
 
-    code, result = lab_operation(SPEC.name, env, "upgrade", to_version="2.0.0")
+    with _a_job_every_second() as submitted:
+        code, result = lab_operation(SPEC.name, env, "upgrade", to_version="2.0.0")
     assert code == 0, result["error"]
     upgrade = result["adapter_detail"]["upgrade"]
     assert (upgrade["slurm_version_before"], upgrade["slurm_version"]) == ("24.11.5", "26.05.5")
@@ -102,6 +134,11 @@ def test_slurm_goes_to_26_05_with_its_jobs_running(cluster):
     _wait_for(running, "COMPLETED")
     _wait_for(pending, "COMPLETED")
     assert _state(finished) == "COMPLETED"
+    # none launched on a node whose packages changed under its slurmd, none was held for it
+    assert len(submitted) > 20, submitted
+    for job in submitted:
+        _wait_for(job, "COMPLETED", 60)
+    assert _on(CONTROLLER, "sinfo -h -R -o '%N %E'").strip() == ""
     versions = _versions()
     assert versions[CONTROLLER].split("\n") == ["slurm-wlm 26.05.5"] * 2, versions
     assert all(versions[worker] == "slurm-wlm 26.05.5" for worker in WORKERS), versions

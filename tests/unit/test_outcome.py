@@ -466,6 +466,7 @@ REPORT = {
                 "flags": ["drain"],
                 "state": "drained",
                 "reason": "asked",
+                "reason_set_by": "root",
             },
         ],
     },
@@ -538,6 +539,13 @@ def test_everything_running_is_healthy_and_a_drain_asked_for_is_no_problem():
             },
             "degraded",
             "node gpu-01 is idle, not responding",
+        ),
+        (
+            # a job launched onto slurmd while its plugins changed (bench/slurm_upgrade.py)
+            ("slurm_app_controller", "nodes", 1, "reason_set_by"),
+            "slurm",
+            "degraded",
+            "node gpu-02 is drained by Slurm itself (asked)",
         ),
         (
             ("slurm_app_controller", "disks", 1, "percent"),

@@ -4,6 +4,7 @@
 import pytest
 from conftest import ROOT
 from slurm_readers.upgrade import (
+    UPGRADE_HOLD_REASON,
     slurm_jobs_gone,
     slurm_listed_jobs,
     slurm_upgrade_changed_since,
@@ -65,6 +66,7 @@ def test_the_same_slurm_is_no_slurm_upgrade_and_changes_no_package():
         "running": "24.11.5",
         "candidate": "24.11.5",
         "changes": {},
+        "hold_reason": UPGRADE_HOLD_REASON,
         "refusal": "",
     }
 
@@ -98,7 +100,13 @@ def test_a_series_of_its_own_is_judged_before_its_source_is_placed():
     """Before the site's source is on any host the candidates are Debian 13's own: the window
     is judged against the series, and nothing is said to change yet."""
     verdict = slurm_upgrade_verdict(_cluster(TRIXIE, TRIXIE), "ctl", TO_26, NODES, offered=False)
-    assert verdict == {"running": "24.11.5", "candidate": "26.05", "changes": {}, "refusal": ""}
+    assert verdict == {
+        "running": "24.11.5",
+        "candidate": "26.05",
+        "changes": {},
+        "hold_reason": UPGRADE_HOLD_REASON,
+        "refusal": "",
+    }
 
 
 def test_an_upgrade_taken_up_again_after_a_failure_is_judged_as_it_stands():
@@ -207,6 +215,23 @@ def test_an_unhealthy_cluster_is_refused_unless_forced(where, state):
     refusal = slurm_upgrade_verdict(cluster, "ctl", PATH, nodes)["refusal"]
     assert refusal.startswith("[upgrade_unhealthy]") and state in refusal
     assert slurm_upgrade_verdict(cluster, "ctl", PATH, nodes, True)["refusal"] == ""
+
+
+def test_a_node_finishing_a_job_or_held_by_this_upgrade_is_not_unhealthy():
+    cluster = _cluster(TRIXIE, TRIXIE)
+    completing = {"name": "w1", "state": "completing", "base_state": "idle"}
+    completing["flags"] = ["completing"]
+    assert slurm_upgrade_verdict(cluster, "ctl", PATH, [completing])["refusal"] == ""
+    # a node an earlier run of the upgrade held (it failed before giving it back)
+    held = {"name": "w1", "state": "drained", "base_state": "idle", "flags": ["drain"]}
+    verdict = slurm_upgrade_verdict(cluster, "ctl", PATH, [held | {"reason": "maintenance"}])
+    assert verdict["refusal"].startswith("[upgrade_unhealthy]")
+    held["reason"] = verdict["hold_reason"]
+    assert slurm_upgrade_verdict(cluster, "ctl", PATH, [held])["refusal"] == ""
+    held["flags"] = ["drain", "not_responding"]
+    assert slurm_upgrade_verdict(cluster, "ctl", PATH, [held])["refusal"].startswith(
+        "[upgrade_unhealthy]"
+    )
 
 
 def test_a_rollback_sees_every_package_whose_slurm_changed_since_the_backup():

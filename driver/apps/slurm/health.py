@@ -11,6 +11,9 @@ WORKER_UNITS = ("munge", "slurmd")
 # Node states that mean a node cannot run jobs although nobody asked for it (a drain is asked).
 UNHEALTHY_NODE_STATES = {"down", "fail", "failing", "unknown", "future"}
 UNHEALTHY_NODE_FLAGS = {"not_responding", "fail", "invalid_reg"}
+# slurm_controller's slurm.conf SlurmUser: the user slurmctld records for a drain it made itself
+# (a prolog or epilog that failed, a job it could not end), which nobody asked for.
+SLURM_USER = "slurm"
 NODE_PROBLEMS_LISTED = 20
 # A watched filesystem (the queue's state, the accounting database, Prometheus's data) this full
 # or more degrades the cluster: time to grow it before a daemon stops on a full disk.
@@ -161,7 +164,10 @@ def _node_problems(nodes: list[dict[str, Any]]) -> list[str]:
     found = []
     for node in nodes:
         flags = set(node.get("flags") or [])
-        if node.get("base_state") in UNHEALTHY_NODE_STATES or flags & UNHEALTHY_NODE_FLAGS:
+        if "drain" in flags and node.get("reason_set_by") == SLURM_USER:
+            found.append(f"node {node.get('name')} is {node.get('state')} by Slurm itself"
+                         f" ({node.get('reason')})")  # fmt: skip
+        elif node.get("base_state") in UNHEALTHY_NODE_STATES or flags & UNHEALTHY_NODE_FLAGS:
             why = ", ".join(flag.replace("_", " ") for flag in sorted(flags & UNHEALTHY_NODE_FLAGS))
             reason = f" ({node['reason']})" if node.get("reason") else ""
             found.append(f"node {node.get('name')} is {node.get('state')}"

@@ -58,7 +58,8 @@ def slurm_gres_gpus(gres: str | None) -> int:
 
 def slurm_nodes(output: str) -> list[dict[str, Any]]:
     """One record per node: name, state (sinfo's word), base_state, flags, cpus, alloc_cpus,
-    real_memory, gres, gpus, partitions, reason, version."""
+    real_memory, gres, gpus, partitions, reason, reason_set_by (the user who drained it or
+    set it down; JSON only), version (JSON only)."""
     if is_json(output):
         return [_node_from_json(node) for node in json_records(output, "nodes")]
     nodes: dict[str, dict[str, Any]] = {}
@@ -80,6 +81,7 @@ def slurm_nodes(output: str) -> list[dict[str, Any]]:
                 "gpus": slurm_gres_gpus(none_if_null(gres)),
                 "partitions": [],
                 "reason": none_if_null(reason),
+                "reason_set_by": None,
                 "version": None,
             },
         )
@@ -160,5 +162,6 @@ def _node_from_json(node: dict[str, Any]) -> dict[str, Any]:
         "gpus": slurm_gres_gpus(gres),
         "partitions": list(node.get("partitions") or []),
         "reason": none_if_null(node.get("reason")),
+        "reason_set_by": none_if_null(node.get("reason_set_by_user")),
         "version": node.get("version") or node.get("slurmd_version"),
     }

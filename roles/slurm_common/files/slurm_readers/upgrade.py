@@ -9,6 +9,9 @@ from .nodes import slurm_taking_jobs
 from .versions import slurm_upgrade_refusal, slurm_version
 
 SLURM_PACKAGES = ("slurmdbd", "slurmctld", "slurmd")
+# The drain reason of a node the upgrade holds out of scheduling while Slurm's packages change
+# under its slurmd (slurm_worker's upgrade_hold.yml): only a node drained with it is given back.
+UPGRADE_HOLD_REASON = "slurm-app: Slurm's packages upgrading"
 
 
 def _refusal(code: str, message: str) -> str:
@@ -29,8 +32,10 @@ def slurm_upgrade_verdict(
     offered: whether the readings' candidates are what this upgrade installs; false before the
     site's source of the series is placed, when the window is judged against the series alone
     and nothing is said of what changes. Returns the Slurm version running and the one the
-    upgrade brings, the packages that change on each host, and `refusal` ('' when none): the
-    first of [upgrade_mismatch], [upgrade_unsupported], [upgrade_unhealthy]."""
+    upgrade brings, the packages that change on each host, the reason its hold of a node
+    drains it with, and `refusal` ('' when none): the first of [upgrade_mismatch],
+    [upgrade_unsupported], [upgrade_unhealthy]. A node that only finishes a job (completing)
+    or that an earlier run of this upgrade holds is healthy."""
     from_version, to_version = versions["from"], versions["to"]
     series = versions.get("series") or ""
     packages = members[controller]["packages"]
@@ -40,6 +45,7 @@ def slurm_upgrade_verdict(
         "running": slurm_version(running),
         "candidate": slurm_version(wanted),
         "changes": {},
+        "hold_reason": UPGRADE_HOLD_REASON,
         "refusal": "",
     }
     off_path = [
@@ -91,10 +97,11 @@ def slurm_upgrade_verdict(
             for unit, state in reading["units"].items()
             if state != "running" and (unit == "munge" or _installed(reading, unit))
         ]
+        taking = slurm_taking_jobs(nodes)
         out = [
             f"node {node['name']} {node['state']}"
             for node in nodes
-            if node["name"] not in slurm_taking_jobs(nodes)
+            if node["name"] not in taking and not _up_for_the_upgrade(node)
         ]
         if down or out:
             verdict["refusal"] = _refusal(
@@ -102,6 +109,16 @@ def slurm_upgrade_verdict(
                 f"{', '.join(down + out)}: repair it (or upgrade with force)",
             )
     return verdict
+
+
+def _up_for_the_upgrade(node: dict[str, Any]) -> bool:
+    """A node that takes jobs again by itself: its epilog still runs (completing), or an
+    earlier run of this upgrade holds it and this one gives it back."""
+    if not slurm_taking_jobs([node], drain_ok=True):
+        return False
+    return node["state"] == "completing" or (
+        "drain" in node["flags"] and node.get("reason") == UPGRADE_HOLD_REASON
+    )
 
 
 def _installed(reading: dict[str, Any], unit: str) -> bool:
