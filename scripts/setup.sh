@@ -16,6 +16,8 @@ command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 command -v ssh >/dev/null 2>&1 || need_apt+=(openssh-client)
+# The Slurm upgrade's e2e makes a site's flat APT repository of the packages it downloaded.
+command -v dpkg-scanpackages >/dev/null 2>&1 || need_apt+=(dpkg-dev)
 # Open OnDemand's own code (its portal generator and job library, beside the project in
 # ../shared/third_party) runs on the portal's rendered files with Debian's ruby.
 for package in ruby ruby-ffi ruby-rexml ruby-bcrypt; do

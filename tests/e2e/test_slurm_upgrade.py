@@ -2,16 +2,23 @@
 Slurm 24.11.5, to 2.0.0, Slurm 26.05 from the lab's site source (Debian's forky suite pinned to
 Slurm's packages, trixie-backports for hwloc), with a job running, one pending and one finished;
 then the finished upgrade's rollback, refused unless forced; then an upgrade that fails at
-slurmctld, rolled back with its queue. Real daemons in systemd containers, the driver by its
-full path."""
+slurmctld, rolled back with its queue; then the upgrade again from the site's other source, an
+archive of a flat APT repository. Real daemons in systemd containers, the driver by its full
+path."""
 
 import contextlib
+import hashlib
+import io
 import json
 import re
+import subprocess
+import tarfile
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 from lab_tools import (
     _as_lab_user,
     deploy_lab,
@@ -199,5 +206,72 @@ def test_an_upgrade_that_fails_at_slurmctld_says_where_and_rolls_back_with_its_q
     assert _on(CONTROLLER, f"squeue -h -j {held} -o %T").strip() == "PENDING"
     _on(CONTROLLER, f"scontrol release {held}")
     _wait_for(held, "COMPLETED", 120)
+    code, status = lab_operation(SPEC.name, env, "status")
+    assert code == 0 and status["instance"]["health"] == "healthy", status
+
+
+def _repository_archive(folder: Path) -> tuple[Path, str]:
+    """Slurm 26.05's packages as the first upgrade downloaded them from the lab's pinned suites
+    (apt's cache on the controller and on a worker), made a flat APT repository with
+    dpkg-scanpackages and archived: what a site builds from Debian's source package for its
+    hosts' release. The archive and its sha256."""
+    names = {name for source in lab.LAB_SLURM_SOURCE["repositories"] for name in source["packages"]}
+    repository = folder / "slurm-repository"
+    repository.mkdir()
+    for host in (CONTROLLER, WORKERS[0]):
+        cached = _on(host, "ls /var/cache/apt/archives").split()
+        # with Debian 13's own builds of them, which the image's cache holds: apt takes the newest
+        wanted = [
+            deb for deb in cached if deb.split("_")[0] in names and not (repository / deb).exists()
+        ]  # fmt: skip
+        _on(host, f"cd /var/cache/apt/archives && tar -cf /root/slurm-debs.tar {' '.join(wanted)}")
+        stream, _ = lab.host_container(SPEC.name, host).get_archive("/root/slurm-debs.tar")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as outer:
+            inner = outer.extractfile("slurm-debs.tar")
+            assert inner is not None
+            with tarfile.open(fileobj=inner) as debs:
+                debs.extractall(repository, filter="data")
+    assert {deb.name.split("_")[0] for deb in repository.glob("*.deb")} >= {
+        "slurmctld", "slurmd", "slurmdbd", "slurm-client", "libllhttp9.4", "libhwloc15"
+    }  # fmt: skip
+    packages = subprocess.run(
+        ["dpkg-scanpackages", "--multiversion", ".", "/dev/null"],
+        cwd=repository, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    (repository / "Packages").write_text(packages)
+    archive = folder / "slurm-26.05.tar.gz"
+    with tarfile.open(archive, "w:gz") as made:
+        made.add(repository, arcname="slurm-repository")
+    return archive, hashlib.sha256(archive.read_bytes()).hexdigest()
+
+
+def test_the_upgrade_installs_from_the_sites_repository_archive(cluster, tmp_path):
+    """After the rollback every member is on 24.11 again, the pinned suites removed: the same
+    upgrade, the site settings now naming an archive (source: artifact) and its sha256."""
+    env = cluster
+    archive, sha256 = _repository_archive(tmp_path)
+    site_file = Path(env["SLURM_APP_STATE_DIR"]) / "site.yaml"
+    site = yaml.safe_load(site_file.read_text())
+    site["slurm"] = {"source": "artifact", "artifact": str(archive), "sha256": "0" * 64}
+    site_file.write_text(yaml.safe_dump(site))
+    before = {host: host_fingerprint(SPEC.name, host) for host in HOSTS}
+    code, result = lab_operation(SPEC.name, env, "upgrade", to_version="2.0.0")
+    assert code == 1 and f"sha256 {sha256} on the control node" in result["error"]["message"]
+    assert {host: host_fingerprint(SPEC.name, host) for host in HOSTS} == before
+
+    site["slurm"]["sha256"] = sha256
+    site_file.write_text(yaml.safe_dump(site))
+    code, result = lab_operation(SPEC.name, env, "upgrade", to_version="2.0.0")
+    assert code == 0, result["error"]
+    assert result["adapter_detail"]["upgrade"]["slurm_version"] == "26.05.5"
+    versions = _versions()
+    assert versions[CONTROLLER].split("\n") == ["slurm-wlm 26.05.5"] * 2, versions
+    assert all(versions[worker] == "slurm-wlm 26.05.5" for worker in WORKERS), versions
+    for host in HOSTS:
+        # from the archive's repository, the only source of 26.05 on the host
+        policy = _on(host, "apt-cache policy slurm-client")
+        assert re.search(r"\*\*\* 26\.05\.5\S*.*\n\s+\d+ file:\S*slurm-repository", policy), policy
+    job = _submit("-N2", "--wrap", "'hostname'")
+    _wait_for(job, "COMPLETED", 120)
     code, status = lab_operation(SPEC.name, env, "status")
     assert code == 0 and status["instance"]["health"] == "healthy", status
