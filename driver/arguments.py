@@ -2,8 +2,11 @@
 lab's (driver/lab/commands.py)."""
 
 import argparse
+import json
 import sys
 from typing import Any, cast
+
+import yaml
 
 # `--format` says the same everywhere: text for people (a table, YAML for an inventory) or
 # json for programs. The spellings before 1.1.0 still work, with a warning.
@@ -44,3 +47,12 @@ def add_command(sub: Any, name: str, help_text: str, example: str) -> argparse.A
             formatter_class=argparse.RawDescriptionHelpFormatter,
         ),
     )
+
+
+def print_document(document: Any, fmt: str, indent: int | None = 2) -> None:
+    """A command's answer as `--format` asks: json as programs read it (`indent` None: one
+    line), text as YAML for people."""
+    if fmt == "json":
+        print(json.dumps(document, indent=indent))
+    else:
+        print(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), end="")

@@ -1,13 +1,16 @@
 """The `slurm-app-driver` command line."""
 
 import argparse
+import errno
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from driver import __version__
-from driver.arguments import add_command, add_format_option
+import shtab
+
+from driver import __version__, terminal
+from driver.arguments import add_command, add_format_option, print_document
 from driver.findings import Severity
 from driver.inventory import inventory_yaml
 from driver.lint import UsageError, lint_paths, resolve_manifests
@@ -26,6 +29,9 @@ from driver.request_check import RequestCheck
 from driver.runner.plan import RunPlan
 from driver.schema_check import shipped_schema
 from driver.schemagen import SHIPPED, render
+
+# A write to stdout or to a file the command was asked to write that the system refused.
+OUTPUT_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -83,11 +89,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_task(args: argparse.Namespace) -> int:
-    return task_file(args.request)
+    return task_file(args.request, args.format)
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    sys.stdout.write(render(shipped_schema(f"{args.name}.schema.json")))
+    schema = shipped_schema(f"{args.name}.schema.json")
+    if args.format == "json":
+        sys.stdout.write(render(schema))
+    else:
+        print_document(schema, "text")
     return Exit.OK
 
 
@@ -96,9 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="slurm-app-driver",
         description="Slurm reference app bundle: manifest linter, request validation, operations.",
         epilog="exit codes: 0 ok, 1 findings / operation failed, 2 invalid request or usage, "
-        "3 instance busy",
+        "3 instance busy, 74 the output could not be written, 141 stdout's reader went away",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    shtab.add_argument_to(
+        parser,
+        ["--print-completion"],
+        help="print the completion script of a shell (bash, zsh, tcsh) and exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     lint = add_command(
@@ -154,7 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
         "run one of the app's typed tasks on its host (as the platform's node agent does)",
         "slurm-app-driver task queue-request.json",
     )
-    task.add_argument("request", help="the task request (JSON)")
+    task.add_argument("request", help="the task request (JSON) file, or - for stdin")
+    add_format_option(
+        task, "json", "json: the answer in one line, as the node agent reads it; text: YAML"
+    )
     task.set_defaults(func=cmd_task)
     inventory = add_command(
         sub,
@@ -184,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the contract: what the driver reads (catalog-entry, operation-request, "
         "task-request) or answers (operation-result, event)",
     )
+    add_format_option(schema, "json", "json: the schema file as shipped; text: YAML, to read")
     schema.set_defaults(func=cmd_schema)
     return parser
 
@@ -191,7 +210,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `| head`: the reader has what it wanted; quiet, as a Unix tool SIGPIPE ends
+        terminal.silence_stdout()
+        return Exit.PIPE_CLOSED
+    except OSError as exc:
+        if exc.errno not in OUTPUT_ERRORS:
+            raise
+        print(f"slurm-app-driver: cannot write the output: {exc.strerror}", file=sys.stderr)
+        terminal.silence_stdout()
+        return Exit.OUTPUT_FAILED
     return code
 
 

@@ -10,6 +10,7 @@ from uuid import UUID
 
 from pydantic import ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError
 
+from driver import terminal
 from driver.details.open_ondemand import PortalDetail
 from driver.details.slurm import SlurmDetail
 from driver.findings import Finding
@@ -271,7 +272,15 @@ class EventSink:
             )
             + "\n"
         )
-        for stream in self.streams:
-            stream.write(line)
-            stream.flush()
+        for stream in list(self.streams):
+            try:
+                stream.write(line)
+                stream.flush()
+            except OSError:
+                if stream is not sys.stdout:
+                    raise
+                # the platform stopped reading (or stdout's disk is full): the operation goes on
+                # to its end, its events in --events-file and its result in --result-file
+                terminal.silence_stdout()
+                self.streams.remove(stream)
         return record

@@ -16,8 +16,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from driver import terminal
+from driver.arguments import print_document
 from driver.catalog import CatalogError
-from driver.documents import DocumentError, load_request
+from driver.documents import Document, DocumentError, load_request
 from driver.events import (
     Context,
     ErrorInfo,
@@ -47,6 +48,8 @@ class Exit(IntEnum):
     FAILED = 1  # lint: findings; run: the operation failed
     INVALID = 2  # usage error, or an invalid request
     BUSY = 3  # another operation holds the instance's lock or its lease
+    OUTPUT_FAILED = 74  # sysexits' EX_IOERR: the output could not be written (a full disk)
+    PIPE_CLOSED = 141  # what a shell reports for a tool SIGPIPE ended: the reader went away
 
 
 def report(findings: Sequence[Finding], fmt: str, **extra: object) -> None:
@@ -80,20 +83,33 @@ class Refusal:
     findings_total: int = 0
 
 
+def read_request(request: str) -> Document | str:
+    """The request document at `request` ('-': stdin), or why it cannot be read. The path and
+    the system's reason go to the driver's own stderr: they are the driver host's, and the
+    reason given back (a run's result) must not carry them."""
+    if request == "-":
+        return load_request(sys.stdin.buffer, "<stdin>")
+    path = Path(request)
+    try:
+        with path.open("rb") as stream:
+            return load_request(stream, str(path))
+    except FileNotFoundError:
+        print(f"slurm-app-driver: {request}: no such file", file=sys.stderr)
+        return "the request file does not exist (named on the driver's stderr)"
+    except OSError as exc:
+        print(f"slurm-app-driver: {request}: {exc.strerror}", file=sys.stderr)
+        return "the request file cannot be read (named, with why, on the driver's stderr)"
+
+
 def load_checked(request: str, *, files: bool) -> RequestCheck | Refusal:
     """The validated request at `request` ('-': stdin), or why it is refused."""
     doc = None
     try:
-        if request == "-":
-            doc = load_request(sys.stdin.buffer, "<stdin>")
-        else:
-            path = Path(request)
-            if not path.is_file():
-                # the caller knows which file it named; its path is not repeated to it
-                finding = Finding(code="usage", path="$", message="the request file does not exist")
-                return Refusal("invalid_request", [finding], usage=True)
-            with path.open("rb") as stream:
-                doc = load_request(stream, str(path))
+        read = read_request(request)
+        if isinstance(read, str):
+            finding = Finding(code="usage", path="$", message=read)
+            return Refusal("invalid_request", [finding], usage=True)
+        doc = read
         result = check_request(doc, files=files)
         load_site()  # a broken site file stops here, before any host is touched
     except DocumentError as exc:
@@ -261,25 +277,23 @@ def render_result(console: Console, request: OperationRequest, result: Result) -
         console.print_json(bundle.model_dump_json())
 
 
-def task_file(request: str) -> int:
-    """One typed task of the app on its component's host, from the request file at `request`;
-    prints the task's JSON answer and exits with the task's code (6: the host could not be
-    reached)."""
-    path = Path(request)
-    if not path.is_file():
-        return usage(f"{path}: no such file", "json")
+def task_file(request: str, fmt: str = "json") -> int:
+    """One typed task of the app on its component's host, from the request file at `request`
+    ('-': stdin); prints the task's answer (json: one line, as the node agent reads it; text:
+    YAML) and exits with the task's code (6: the host could not be reached)."""
     try:
-        with path.open("rb") as stream:
-            doc = load_request(stream, str(path))
-        checked = check_task_request(doc)
+        read = read_request(request)
+        if isinstance(read, str):
+            return usage(read, fmt)
+        checked = check_task_request(read)
     except DocumentError as exc:
-        report([exc.finding], "json", valid=False)
+        report([exc.finding], fmt, valid=False)
         return Exit.INVALID
     except CatalogError as exc:
-        return usage(f"the bundle is broken: {exc}", "json")
+        return usage(f"the bundle is broken: {exc}", fmt)
     if checked.request is None or checked.spec is None:
-        report(checked.findings, "json", valid=False)
+        report(checked.findings, fmt, valid=False)
         return Exit.INVALID
     code, answer = run_task(checked.request, checked.spec)
-    print(json.dumps(answer))
+    print_document(answer, fmt, indent=None)
     return code

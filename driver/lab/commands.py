@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from driver import terminal
-from driver.arguments import add_command, add_format_option
+from driver.arguments import add_command, add_format_option, print_document
 from driver.catalog import load_entry
 from driver.lab import requests as lab_requests
 from driver.lab import spec as lab_spec
@@ -131,7 +131,10 @@ def lab_down(args: argparse.Namespace) -> int:
         removed = lab.down(args.name)
     except LabError as exc:
         return _failed(exc)
-    _out().print(f"lab {args.name!r}: removed {removed} container(s)", highlight=False)
+    if args.format == "json":
+        print_document({"lab": args.name, "removed_containers": removed}, "json")
+    else:
+        _out().print(f"lab {args.name!r}: removed {removed} container(s)", highlight=False)
     return Exit.OK
 
 
@@ -143,7 +146,10 @@ def lab_add_host(args: argparse.Namespace) -> int:
         lab.add_host(args.name, args.host, storage=not args.without_storage, gpus=args.gpus)
     except LabError as exc:
         return _failed(exc)
-    _out().print(f"lab {args.name!r}: host {args.host} started", highlight=False)
+    if args.format == "json":
+        print_document({"lab": args.name, "host": args.host, "started": True}, "json")
+    else:
+        _out().print(f"lab {args.name!r}: host {args.host} started", highlight=False)
     return Exit.OK
 
 
@@ -159,7 +165,7 @@ def lab_task(args: argparse.Namespace) -> int:
         request = lab_requests.task_request(args.name, args.task, args.user, given, args.host)
     except LabError as exc:
         return _failed(exc)
-    return task_file(str(request))
+    return task_file(str(request), args.format)
 
 
 def lab_op(args: argparse.Namespace) -> int:
@@ -193,6 +199,14 @@ def lab_status(args: argparse.Namespace) -> int:
     console = _out()
     try:
         rows = lab.status(args.name)
+        if args.format == "json":
+            sinfo = (
+                lab.sinfo(args.name)
+                if args.name and any(r["host"].endswith("-ctl") for r in rows)
+                else None
+            )
+            print_document({"hosts": rows, "sinfo": sinfo}, "json")
+            return Exit.OK
         for row in rows:
             console.print(
                 f"{row['lab']:<12} {row['host']:<16} {row['state']:<10} {row['container']}",
@@ -270,6 +284,7 @@ def add_lab_parser(sub: Any) -> None:
         "slurm-app-driver lab down --name demo",
     )
     down.add_argument("--name", default="lab", help="lab name (default: lab)")
+    add_format_option(down, "text", "text: a line for people; json: the lab and how many removed")
     down.set_defaults(func=lab_down)
     add_host = add_command(
         lab_sub,
@@ -291,6 +306,7 @@ def add_lab_parser(sub: Any) -> None:
         default=0,
         help="NVIDIA GPU device files to create on it (0 to 8; no GPU behind them)",
     )
+    add_format_option(add_host, "text", "text: a line for people; json: the lab and the host")
     add_host.set_defaults(func=lab_add_host)
     op = add_command(
         lab_sub,
@@ -335,6 +351,9 @@ def add_lab_parser(sub: Any) -> None:
         help="the lab host it runs on (default: the controller; job_output: the batch host)",
     )
     task.add_argument("--input", help="the task's input as JSON")
+    add_format_option(
+        task, "json", "json: the answer in one line, as the node agent reads it; text: YAML"
+    )
     task.set_defaults(func=lab_task)
     status = add_command(
         lab_sub,
@@ -343,4 +362,5 @@ def add_lab_parser(sub: Any) -> None:
         "slurm-app-driver lab status --name lab",
     )
     status.add_argument("--name", default=None, help="one lab (default: every lab)")
+    add_format_option(status, "text", "text: a table and sinfo; json: the hosts and sinfo's text")
     status.set_defaults(func=lab_status)

@@ -1,6 +1,7 @@
 """`slurm-app-driver lint`: the catalog-entry schema plus the checks a schema cannot express,
 one module per part of a manifest (schemas, versions, ui, monitoring)."""
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -50,8 +51,10 @@ def lint_document(doc: Document) -> list[Finding]:
 
 
 def resolve_manifests(paths: Iterable[Path]) -> list[Path]:
-    """Manifest files for the given paths: manifests, folders of them, or files beside one."""
-    found: dict[Path, None] = {}
+    """Manifest files for the given paths: manifests, folders of them, or files beside one.
+    Each once, however it was named (a pre-commit hook gives a manifest by a relative path and
+    its changed dashboard's by an absolute one), and as it was first named."""
+    found: dict[Path, Path] = {}
     for path in paths:
         if not path.exists():
             raise UsageError(f"{path}: no such file or directory")
@@ -59,16 +62,18 @@ def resolve_manifests(paths: Iterable[Path]) -> list[Path]:
             below = sorted(p for n in MANIFEST_NAMES for p in path.rglob(n))
             if not below:
                 raise UsageError(f"{path}: no {MANIFEST_NAMES[0]} below this folder")
-            found.update(dict.fromkeys(below))
-            continue
-        if path.name in MANIFEST_NAMES:
-            found[path] = None
-            continue
-        owner = next((m for d in path.resolve().parents if (m := manifest_file(d))), None)
-        if owner is None:
-            raise UsageError(f"{path}: not a manifest and not inside a manifest's folder")
-        found[owner] = None
-    return list(found)
+            named = below
+        elif path.name in MANIFEST_NAMES:
+            named = [path]
+        else:
+            owner = next((m for d in path.resolve().parents if (m := manifest_file(d))), None)
+            if owner is None:
+                raise UsageError(f"{path}: not a manifest and not inside a manifest's folder")
+            # named as the file beside it was: relative where that was
+            named = [owner if path.is_absolute() else Path(os.path.relpath(owner))]
+        for manifest in named:
+            found.setdefault(manifest.resolve(), manifest)
+    return list(found.values())
 
 
 def lint_paths(paths: Iterable[Path]) -> list[Finding]:

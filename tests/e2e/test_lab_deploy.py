@@ -303,6 +303,20 @@ def test_lab_hosts_are_labelled(deployed):
     names = {c.labels["io.slurm-app.lab.host"] for c in lab.lab_containers(SPEC.name)}
     assert names == {"e2e-ctl", "e2e-w01", "e2e-w02"}
     assert docker_client().networks.list(names=["slurm-app-lab-e2e"])
+    # the lab's commands answer programs too
+    env = deployed["env"]
+    shown = driver("lab", "status", "--name", SPEC.name, "--format", "json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    listed = json.loads(shown.stdout)
+    assert {(h["host"], h["state"]) for h in listed["hosts"]} == {
+        (name, "running") for name in names
+    }
+    assert "NODELIST" in listed["sinfo"] and "e2e-w01" in listed["sinfo"]
+    gone = driver("lab", "down", "--name", "nosuchlab", "--format", "json", env=env)
+    assert (gone.returncode, json.loads(gone.stdout)) == (
+        0,
+        {"lab": "nosuchlab", "removed_containers": 0},
+    )
 
 
 def _driver_until(request: Path, env: dict[str, str], reached, what: str) -> subprocess.Popen:

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, MANIFESTS, ROOT, example
+import yaml
+from conftest import EXAMPLES, MANIFESTS, ROOT, VENV, example
 
 DRIVER = [sys.executable, "-m", "driver.cli"]
 
@@ -56,6 +57,22 @@ def test_lint_findings_exit_one_json(tmp_path):
     assert finding["file"] == str(folder / "manifest.yaml")
     assert text.splitlines()[finding["line"] - 1].strip() == "port: 0"
     assert finding["hint"]
+
+
+def test_a_manifest_named_twice_is_linted_once(tmp_path):
+    """As a pre-commit hook names a manifest and its changed dashboard together: the one by a
+    relative path, the other by an absolute one."""
+    folder = tmp_path / "slurm-reference"
+    shutil.copytree(MANIFESTS / "slurm-reference", folder)
+    manifest = folder / "manifest.yaml"
+    manifest.write_text(manifest.read_text().replace("port: 9341", "port: 0"))
+    dashboard = next(folder.glob("dashboards/*.json"))
+    for named in (["slurm-reference/manifest.yaml", str(dashboard)], [str(dashboard)]):
+        result = run("lint", "--format", "json", *named, cwd=tmp_path)
+        assert result.returncode == 1
+        (finding,) = json.loads(result.stdout)["findings"]
+        # as it was first named; beside an absolute path, absolute
+        assert finding["file"] == (str(manifest) if named[0] == str(dashboard) else named[0])
 
 
 def test_lint_human_format_names_file_line_path_and_hint(tmp_path):
@@ -113,8 +130,25 @@ def test_validate_request_invalid_exits_two(tmp_path):
     ]
 
 
-def test_validate_request_missing_file_exits_two():
-    assert run("validate-request", "/nonexistent.json").returncode == 2
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [("/nonexistent/req.json", "no such file"), ("/", "Is a directory")],
+)
+@pytest.mark.parametrize("command", ["validate-request", "inventory", "run", "task"])
+def test_a_request_file_that_cannot_be_read_is_named_on_stderr(command, path, why):
+    """Exit 2 and the file named with why on the driver's own stderr; the answer (a run's
+    result, which goes back to the platform) says what is wrong, not the driver host's path."""
+    ended = run(command, path, *(("--format", "json") if command != "task" else ()))
+    assert ended.returncode == 2
+    assert f"slurm-app-driver: {path}: {why}\n" in ended.stderr
+    assert path not in ended.stdout and "request file" in ended.stdout
+
+
+def test_a_task_request_is_read_from_stdin_too():
+    ended = run("task", "-", stdin='{"task": "x"}')
+    assert ended.returncode == 2
+    findings = json.loads(ended.stdout)["findings"]
+    assert findings[0]["file"] == "<stdin>" and findings[0]["path"] == "$.task"
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
@@ -277,14 +311,31 @@ def test_every_option_has_help_and_every_command_an_example():
             assert action.help, (words, action.dest)
 
 
-def test_every_format_option_says_text_or_json():
-    formats = {
-        words: next(a for a in parser._actions if a.dest == "format").choices
+def test_every_command_takes_format_text_or_json():
+    commands = [
+        (words, parser)
         for words, parser in _subcommands()
-        if any(a.dest == "format" for a in parser._actions)
-    }
-    assert set(formats) >= {("lint",), ("validate-request",), ("run",), ("inventory",)}
-    assert {tuple(choices) for choices in formats.values()} == {("text", "json")}
+        if not any(a.__class__.__name__ == "_SubParsersAction" for a in parser._actions)
+    ]
+    assert len(commands) == 12
+    for words, parser in commands:
+        formats = [a.choices for a in parser._actions if a.dest == "format"]
+        assert formats == [("text", "json")], words
+
+
+@pytest.mark.parametrize(
+    ("args", "reads"),
+    [
+        (("schema", "event"), json.loads),
+        (("schema", "event", "--format", "text"), yaml.safe_load),
+    ],
+)
+def test_the_schema_prints_as_json_or_as_yaml_to_read(args, reads):
+    ended = run(*args)
+    assert ended.returncode == 0
+    assert reads(ended.stdout) == json.loads(
+        (ROOT / "driver/schemas/event.schema.json").read_text()
+    )
 
 
 def test_a_former_format_word_still_works_with_a_warning():
@@ -324,3 +375,89 @@ def test_the_lab_commands_do_not_import_the_driver_commands():
     driver/operation.py (issue 66, 7: the import cycle)."""
     source = (Path(__file__).resolve().parents[2] / "driver/lab/commands.py").read_text()
     assert "driver.cli" not in source
+
+
+def _with_stdout(stdout: int, *args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """The console script by its full path, as the platform calls it, writing to `stdout`."""
+    return subprocess.run(
+        [str(VENV / "bin" / "slurm-app-driver"), *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "SLURM_APP_STATE_DIR": str(tmp_path / "state")},
+        check=False,
+    )
+
+
+def _closed_pipe() -> int:
+    """A pipe's writing end whose reader went away before the first byte (`| head` that has
+    read enough)."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    return writer
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    writer = _closed_pipe()
+    try:
+        ended = _with_stdout(writer, "schema", "operation-result", tmp_path=tmp_path)
+    finally:
+        os.close(writer)
+    # as a shell reports a Unix tool SIGPIPE ended, not 1 (findings, a failed operation)
+    assert (ended.returncode, ended.stderr) == (141, "")
+
+
+def test_output_the_disk_refuses_is_named_with_its_own_code(tmp_path):
+    with Path("/dev/full").open("w") as full:
+        ended = _with_stdout(full.fileno(), "schema", "operation-result", tmp_path=tmp_path)
+    assert ended.returncode == 74
+    assert ended.stderr == "slurm-app-driver: cannot write the output: No space left on device\n"
+
+
+def test_a_run_whose_reader_went_away_still_ends_with_its_result_and_code(tmp_path):
+    """The platform stopped reading the events: the run goes on to its end, its result and
+    events in the files it was asked for, its own exit code (a refused request here)."""
+    request = tmp_path / "request.json"
+    request.write_text('{"operation": {"type": "deploy"}}')
+    result, events = tmp_path / "result.json", tmp_path / "events.jsonl"
+    writer = _closed_pipe()
+    try:
+        ended = _with_stdout(
+            writer, "run", str(request), "--result-file", str(result), "--events-file",
+            str(events), tmp_path=tmp_path,
+        )  # fmt: skip
+    finally:
+        os.close(writer)
+    assert (ended.returncode, ended.stderr) == (2, "")
+    assert json.loads(result.read_text())["error"]["code"] == "invalid_request"
+    assert [json.loads(line)["event"] for line in events.read_text().splitlines()] == [
+        "operation.failed",
+        "operation.result",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("words", "offered"),
+    [
+        ("val", "validate-request"),
+        ("lab d", "down"),
+        ("schema ", "catalog-entry operation-request task-request operation-result event"),
+    ],
+)
+def test_bash_completes_commands_and_choices_from_the_parser(words, offered):
+    """The script `--print-completion bash` prints, sourced by bash, completes as it would at a
+    prompt (COMP_WORDS as bash fills them on Tab)."""
+    script = run("--print-completion", "bash")
+    assert script.returncode == 0
+    typed = ["slurm-app-driver", *words.split(" ")]
+    completed = subprocess.run(
+        ["bash", "-c", 'source /dev/stdin; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); '
+         '_shtab_slurm_app_driver; echo "${COMPREPLY[*]}"', "bash", *typed],
+        input=script.stdout, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert completed.stdout.strip() == offered
+
+
+def test_zsh_gets_a_completion_function_too():
+    script = run("--print-completion", "zsh")
+    assert script.returncode == 0 and script.stdout.startswith("#compdef slurm-app-driver")

@@ -47,6 +47,10 @@ def test_lint_schema_validate_and_inventory_work_from_a_runtime_install(runtime_
     lint = driver(runtime_venv, "lint", str(MANIFESTS), cwd=tmp_path)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     assert "no findings" in lint.stdout
+    for args in (["--help"], ["lab", "--help"], ["--print-completion", "bash"]):
+        shown = driver(runtime_venv, *args, cwd=tmp_path)
+        assert shown.returncode == 0 and shown.stderr == "", (args, shown.stderr)
+    assert "exit codes: 0 ok" in driver(runtime_venv, "--help", cwd=tmp_path).stdout
     schema = driver(runtime_venv, "schema", "operation-request", cwd=tmp_path)
     assert schema.returncode == 0 and json.loads(schema.stdout)["type"] == "object"
     request = str(EXAMPLES / "slurm-reference" / "add_worker.json")
