@@ -10,8 +10,9 @@ from conftest import ROOT, console_script
 from driver import __version__
 
 CHANGELOG = (ROOT / "CHANGELOG.md").read_text()
-# "## 1.1.0 (unreleased)", "## 1.0" with "Commit <40 hex>" in its text
-RELEASES = re.findall(r"^## (\S+)(.*?)(?=^## |\Z)", CHANGELOG, re.MULTILINE | re.DOTALL)
+# Keep a Changelog's headings: "## [1.1.0] - Unreleased", "## [1.0] - 2026-12-02" with
+# "Commit <40 hex>" in its text
+RELEASES = re.findall(r"^## \[([^]]+)\](.*?)(?=^## |\Z)", CHANGELOG, re.MULTILINE | re.DOTALL)
 
 
 def _entries() -> dict[str, dict]:
@@ -33,6 +34,9 @@ def test_the_driver_the_package_and_every_catalog_entry_carry_one_version():
 
 
 def test_every_release_names_its_commit_and_the_upgrade_test_starts_from_the_last():
+    assert RELEASES[0][1].startswith(" - Unreleased")
+    # dated as Keep a Changelog dates them
+    assert all(re.match(r" - \d{4}-\d{2}-\d{2}\n", text) for _, text in RELEASES[1:]), RELEASES
     released = {name: re.search(r"Commit ([0-9a-f]{40})", text) for name, text in RELEASES[1:]}
     assert released and all(released.values()), released
     last = next(iter(released.values())).group(1)
