@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.markup import escape
 
@@ -71,10 +72,28 @@ def _options(given: list[tuple[str, str]], operation: str) -> dict[str, Any]:
     return options
 
 
+def _config(path: str | None) -> dict[str, Any] | str:
+    """`lab up --config FILE`: a YAML (or JSON) mapping of instance.config keys, or why not."""
+    if path is None:
+        return {}
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        return f"--config {path}: {exc.strerror}"
+    except yaml.YAMLError as exc:
+        return f"--config {path}: not YAML ({exc})"
+    if not isinstance(config, dict):
+        return f"--config {path}: expected a mapping of instance.config keys"
+    return config
+
+
 def lab_up(args: argparse.Namespace) -> int:
     lab = _lab()
     if isinstance(lab, int):
         return lab
+    config = _config(args.config)
+    if isinstance(config, str):
+        return usage(config, args.format)
     console, failed = _out(), terminal.console(sys.stderr)
     spec = lab_spec.LabSpec(
         name=args.name,
@@ -86,7 +105,7 @@ def lab_up(args: argparse.Namespace) -> int:
         gpus=args.gpus,
     )
     try:
-        request = lab.up(spec)
+        request = lab.up(spec, config)
     except LabError as exc:
         return _failed(exc)
     if args.slurm_26_05:
@@ -274,6 +293,12 @@ def add_lab_parser(sub: Any) -> None:
         action="store_true",
         help="the lab's site settings name Debian's forky as the source of Slurm 26.05, so that "
         "`lab op upgrade --option to_version=2.0.0` upgrades Slurm itself",
+    )
+    up.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a YAML or JSON mapping of the deploy's instance.config keys (accounts, qos, backup, "
+        "partitions, ...) that replace the lab's own: docs/lab.md",
     )
     add_format_option(up, "text", "text: progress for people; json: the run's JSON-lines events")
     up.set_defaults(func=lab_up)

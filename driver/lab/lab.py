@@ -35,8 +35,9 @@ from driver.lab.spec import (
 from driver.site import site_file
 
 
-def up(spec: LabSpec) -> Path:
-    """Start the hosts and write the request; returns the request file (the driver runs it)."""
+def up(spec: LabSpec, config: dict[str, Any] | None = None) -> Path:
+    """Start the hosts and write the request, `config` laid over the lab's instance.config;
+    returns the request file (the driver runs it)."""
     spec.validate()
     folder = lab_dir(spec.name)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -55,7 +56,7 @@ def up(spec: LabSpec) -> Path:
     write_lab_site()
     request = folder / "deploy.json"
     (folder / "members.json").unlink(missing_ok=True)  # a new deploy: its members start over
-    request.write_text(json.dumps(deploy_request(spec, hosts, key), indent=2) + "\n")
+    request.write_text(json.dumps(deploy_request(spec, hosts, key, config), indent=2) + "\n")
     (folder / "allocations.json").write_text(
         json.dumps([allocation(spec, h, host_gpus(spec, hosts, h)) for h in hosts], indent=2) + "\n"
     )

@@ -49,8 +49,11 @@ def allocation(spec: LabSpec, host: LabHost, gpus: int = 0) -> dict[str, Any]:
     }
 
 
-def deploy_request(spec: LabSpec, hosts: list[LabHost], key: Path) -> dict[str, Any]:
-    """The deploy request as the platform's app controller would send it."""
+def deploy_request(
+    spec: LabSpec, hosts: list[LabHost], key: Path, config: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The deploy request as the platform's app controller would send it; `config`'s keys
+    (an operator's `lab up --config`) replace the lab's own in instance.config."""
     workers = hosts[1:]
     allocations = [allocation(spec, h, host_gpus(spec, hosts, h)) for h in hosts]
     controller_id, worker_ids = allocations[0]["id"], [a["id"] for a in allocations[1:]]
@@ -103,6 +106,7 @@ def deploy_request(spec: LabSpec, hosts: list[LabHost], key: Path) -> dict[str, 
                     if spec.interactive_runtimes
                     else {}
                 ),
+                **(config or {}),
             },
             "placement_intent": {
                 "controller_allocation_id": controller_id,
