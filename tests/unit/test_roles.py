@@ -48,6 +48,15 @@ def test_argument_specs_match_defaults(role: Path):
         assert spec.get("default") == defaults[name], name
 
 
+def test_every_roles_readme_is_made_from_its_argument_specs():
+    """roles/<role>/README.md is what scripts/role_readmes.py makes of the role's argument
+    specs as ansible-doc reads them: a spec changed without its README fails here."""
+    check = ROOT / "scripts" / "role_readmes.py"
+    done = subprocess.run([sys.executable, str(check), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {p.parent.name for p in ROOT.glob("roles/*/README.md")} == {r.name for r in ROLES}
+
+
 def _role_includes(data) -> "list[dict]":
     """The arguments of every include_role/import_role in a parsed playbook or task file."""
     found = []
