@@ -180,7 +180,7 @@ def test_a_failed_lab_up_prints_no_access_bundle(tmp_path, monkeypatch, capsys):
     request = _request(tmp_path)  # its hosts refuse connections: the deploy fails
     monkeypatch.setenv("SLURM_APP_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("SLURM_APP_CREDENTIALS_ROOT", str(tmp_path))
-    monkeypatch.setattr(lab, "up", lambda spec: request)
+    monkeypatch.setattr(lab, "up", lambda spec, config: request)
     code = main(["lab", "up", "--name", "failing"])
     out, err = capsys.readouterr()
     assert code == 1
