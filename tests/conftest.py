@@ -16,9 +16,11 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 MANIFESTS = ROOT / "manifests"
 # The bundle's Slurm readers (a package the roles install beside the task command and the
-# exporter), importable in the tests as on those hosts: `from slurm_readers.jobs import ...`.
-if str(ROOT / "roles/slurm_common/files") not in sys.path:
-    sys.path.insert(0, str(ROOT / "roles/slurm_common/files"))
+# exporter) and the exporter's metrics, importable in the tests as on those hosts:
+# `from slurm_readers.jobs import ...`, `from slurm_metrics import ...`.
+for _folder in ("roles/slurm_common/files", "roles/monitoring/files"):
+    if str(ROOT / _folder) not in sys.path:
+        sys.path.insert(0, str(ROOT / _folder))
 
 
 # The venv the tests run in; the console script is called from it by its full path.

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from conftest import ROOT, VENV, console_script, run_events
+from slurm_metrics import COMMUNITY_TOTAL_GAUGES
 
 from driver.catalog import credentials_root
 from driver.lab import lab
@@ -466,20 +467,45 @@ def check_typed_tasks(
 HOSTILE_JOB_NAME = ROOT / "tests" / "fixtures" / "slurm" / "hostile-job-name"
 
 
-def scrape_slurm_exporter(lab_name: str) -> str:
-    """The Slurm exporter's exposition, scraped on the controller at the address it listens
-    on (the one Prometheus scrapes); fails the test unless it answers 200."""
-    ctl = f"{lab_name}-ctl"
-    listening = on_host(lab_name, ctl, "ss -ltnH").split("\n")
+def _slurm_exporter_scrape(lab_name: str) -> str:
+    """The command that prints the Slurm exporter's exposition on the controller, scraped at
+    the address it listens on (the one Prometheus scrapes); it fails unless it answers 200."""
+    listening = on_host(lab_name, f"{lab_name}-ctl", "ss -ltnH").split("\n")
     (address,) = [
         line.split()[3] for line in listening if line.split()[3:4] and ":9341" in line.split()[3]
     ]
-    return on_host(
-        lab_name,
-        ctl,
+    return (
         f"python3 -c 'import urllib.request; print(urllib.request.urlopen("
-        f'"http://{address}/metrics", timeout=30).read().decode())\'',
+        f'"http://{address}/metrics", timeout=30).read().decode(), end="")\''
     )
+
+
+def scrape_slurm_exporter(lab_name: str) -> str:
+    """The Slurm exporter's exposition, as Prometheus scrapes it on the controller."""
+    return on_host(lab_name, f"{lab_name}-ctl", _slurm_exporter_scrape(lab_name))
+
+
+def check_promtool_flags_only_the_community_names(lab_name: str) -> None:
+    """Issue 71 (4): Debian's promtool (the monitoring host's, from its prometheus package)
+    finds nothing in the Slurm exporter's exposition but the community exporter's gauges that
+    end in _total, and nothing at all in the members' records for the textfile collector."""
+    problems = on_host(
+        lab_name,
+        f"{lab_name}-ctl",
+        f"{_slurm_exporter_scrape(lab_name)} | promtool check metrics 2>&1; echo rc=$?",
+    ).splitlines()
+    suffix = ' non-counter metrics should not have "_total" suffix'
+    assert problems[-1] in ("rc=0", "rc=3"), problems
+    flagged = {line.removesuffix(suffix) for line in problems[:-1]}
+    assert all(line.endswith(suffix) for line in problems[:-1]), problems
+    assert "slurm_nodes_total" in flagged and flagged <= set(COMMUNITY_TOTAL_GAUGES), flagged
+    records = on_host(
+        lab_name,
+        f"{lab_name}-ctl",
+        "cat /var/lib/prometheus/node-exporter/slurm-app-*.prom | promtool check metrics 2>&1; "
+        "echo rc=$?",
+    )
+    assert records.strip() == "rc=0", records
 
 
 def check_a_hostile_job_name_is_read_as_a_name(lab_name: str, env: dict[str, str], worker: str):
@@ -522,6 +548,7 @@ def check_a_hostile_job_name_is_read_as_a_name(lab_name: str, env: dict[str, str
             time.sleep(1)
         else:
             raise AssertionError(f"the exporter never counted the job: {metrics[-3000:]}")
+        check_promtool_flags_only_the_community_names(lab_name)
 
         check_a_running_job_keeps_its_node(lab_name, env, worker, job)
     finally:

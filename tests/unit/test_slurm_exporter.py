@@ -4,8 +4,8 @@ GPU cluster shaped like 24.11's answers (no GPU host here)."""
 import copy
 import importlib
 import json
+import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,16 +13,17 @@ from conftest import SLURM_SEPARATOR, slurm_text
 from prometheus_client import CollectorRegistry, generate_latest
 from slurm_readers.commands import SEPARATOR_MARK, slurm_command
 from slurm_readers.jobs import slurm_jobs
+from slurm_readers.shares import SHARES_COMMAND
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
-# On the controller the exporter and the readers (slurm_readers/) are installed side by side.
-for folder in ("roles/slurm_common/files", "roles/monitoring/files"):
-    if str(ROOT / folder) not in sys.path:
-        sys.path.insert(0, str(ROOT / folder))
+# On the controller the exporter, its metrics and the readers are installed side by side (the
+# conftest puts their folders on the path).
 exporter = importlib.import_module("slurm_exporter")
 NODE_STATES = importlib.import_module("slurm_metrics.nodes").NODE_STATES
 OWNER_SERIES = importlib.import_module("slurm_metrics.accounts").OWNER_SERIES
+COMMUNITY_TOTAL_GAUGES = importlib.import_module("slurm_metrics").COMMUNITY_TOTAL_GAUGES
+SHARES = " ".join(SHARES_COMMAND)
 
 # The metric names the product spec and the dashboards rely on, and the community exporter's
 # (prometheus-slurm-exporter) that public dashboards read.
@@ -48,11 +49,18 @@ SPEC_NAMES = [
         )
     ),
     *(f"slurm_cpus_{s}" for s in ("alloc", "idle", "total")),
-    *(f"slurm_gpus_{s}" for s in ("alloc", "idle", "total")),
-    *(f"slurm_queue_{s}" for s in ("pending", "running", "completed", "failed")),
+    *(f"slurm_gpus_{s}" for s in ("alloc", "idle", "total", "utilization")),
+    *(f"slurm_partition_cpus_{s}" for s in ("allocated", "idle", "other", "total")),
+    *(
+        f"slurm_queue_{s}"
+        for s in ("pending", "pending_dependency", "running", "configuring", "completed", "failed")
+    ),
     *(f"slurm_{o}_{s}" for o in ("user", "account", "partition") for s, _ in OWNER_SERIES),
     "slurm_job_wait_seconds_bucket",
 ]
+
+
+PARTITION_PARTS = ("allocated", "idle", "other", "total")
 
 
 def unseparated(argv: list[str], environment: dict[str, str] | None = None) -> str:
@@ -101,6 +109,7 @@ def captured(version: str, ended: str = ENDED_JOBS) -> FakeSlurm:
             nodes[0]: (folder / nodes[1]).read_text(),
             unseparated(**jobs): answer + slurm_text(ended, like=answer),
             "sdiag": (folder / "sdiag.txt").read_text(),
+            SHARES: (folder / "sshare.txt").read_text(),
         }
     )
 
@@ -156,6 +165,20 @@ def test_captured_clusters_are_counted_as_slurm_saw_them(version):
         assert samples[f"slurm_{kind}_cpus_running{{{label}"] == 2
         assert samples[f"slurm_{kind}_gpus_running{{{label}"] == 1
         assert samples[f"slurm_{kind}_gpus_pending{{{label}"] == 1
+        assert samples[f"slurm_{kind}_cpus_pending{{{label}"] >= 1
+        assert samples[f"slurm_{kind}_jobs_suspended{{{label}"] == 0
+    # the one node is in batch, all its CPUs held by the running job
+    partition = {p: samples[f"slurm_partition_cpus_{p}{{batch}}"] for p in PARTITION_PARTS}
+    assert partition == {"allocated": 2, "idle": 0, "other": 0, "total": 2}
+    assert samples["slurm_queue_configuring"] == samples["slurm_queue_pending_dependency"] == 0
+    # the capture's accounts (sshare.txt, read in test_slurm_output): Fair Tree gives each a
+    # Level FS and no factor; 22.05's priority/basic neither
+    level = {a: samples.get(f"slurm_account_level_fairshare{{{a}}}") for a in ("default", "team-a")}
+    if version == "22.05":
+        assert level == {"default": None, "team-a": None}
+    else:
+        assert all(value > 0 for value in level.values()), level
+    assert not any(name.startswith("slurm_account_fairshare{") for name in samples)
     # waits of the started jobs: the running one and the two ended ones (1 s and 30 s)
     assert samples["slurm_job_wait_seconds_count"] == 3
     assert samples["slurm_job_wait_seconds_bucket{30.0}"] == 3
@@ -195,6 +218,24 @@ def test_gpus_and_cpus_of_nodes_that_take_no_jobs_are_neither_allocated_nor_idle
     assert samples["slurm_node_cpu_other{gpu-02,down}"] == 64
     assert samples["slurm_node_cpu_idle{cpu-01,idle}"] == 16
     assert samples["slurm_node_cpu_idle{gpu-01,mixed}"] == 56
+    assert samples["slurm_gpus_utilization"] == 2 / 16
+    # every node is in batch
+    partition = {p: samples[f"slurm_partition_cpus_{p}{{batch}}"] for p in PARTITION_PARTS}
+    assert partition == {"allocated": 8, "idle": 72, "other": 64, "total": 144}
+
+
+def test_a_cluster_without_gpus_has_no_utilization_and_a_node_counts_in_each_partition():
+    slurm = _gpu_cluster()
+    answer = json.loads(slurm.answers["scontrol show nodes --json"])
+    for node in answer["nodes"]:
+        node.update(gres="", gres_used="")
+    answer["nodes"][0]["partitions"] = ["batch", "gpu"]
+    slurm.answers["scontrol show nodes --json"] = json.dumps(answer)
+    samples = scrape(exporter.SlurmCollector("24.11.5", run=slurm))
+    assert samples["slurm_gpus_total"] == 0 and "slurm_gpus_utilization" not in samples
+    assert samples["slurm_partition_cpus_total{batch}"] == 144
+    assert samples["slurm_partition_cpus_total{gpu}"] == 64
+    assert samples["slurm_partition_cpus_allocated{gpu}"] == 8
 
 
 def test_one_collection_serves_every_scrape_of_an_interval():
@@ -205,10 +246,10 @@ def test_one_collection_serves_every_scrape_of_an_interval():
     )
     for _ in range(5):
         scrape(collector)
-    assert len(slurm.calls) == 3  # nodes, jobs and sdiag, once
+    assert len(slurm.calls) == 4  # nodes, jobs, sdiag and sshare, once
     now[0] += 30
     scrape(collector)
-    assert len(slurm.calls) == 6
+    assert len(slurm.calls) == 8
 
 
 def test_slurm_not_answering_is_slurm_up_0_and_no_made_up_numbers():
@@ -360,12 +401,58 @@ def test_each_node_state_is_counted_by_its_name(state, counted):
     assert samples[f"slurm_node_state{{cpu-01,{counted}}}"] == 1
 
 
-def test_sdiag_not_answering_takes_only_the_scheduler_series_away():
+@pytest.mark.parametrize(
+    ("command", "series"),
+    [("sdiag", "slurm_scheduler_"), (SHARES, "slurm_account_level_fairshare")],
+)
+def test_sdiag_or_sshare_not_answering_takes_only_its_series_away(command, series):
+    """sshare fails where accounting is off: the fair-share series go, the rest stands."""
     slurm = captured("24.11")
-    del slurm.answers["sdiag"]
+    del slurm.answers[command]
     samples = scrape(exporter.SlurmCollector("24.11.5", run=slurm))
     assert samples["slurm_up"] == 1 and samples["slurm_nodes_total"] == 1
-    assert not any(name.startswith("slurm_scheduler_") for name in samples)
+    assert not any(name.startswith(series) for name in samples)
+    assert samples["slurm_account_jobs_running{default}"] == 1
+
+
+def test_suspended_configuring_and_dependent_jobs_are_counted_as_the_community_counts_them():
+    row = "|labuser|{}|batch|1|4|cpu=4|2026-11-27T10:00:00|{}|UNLIMITED|{}|{}|j\n"
+    queue = slurm_text(
+        "1|SUSPENDED" + row.format("a", "2026-11-27T10:01:00", "w01", "None")
+        + "2|CONFIGURING" + row.format("a", "2026-11-27T10:01:00", "w01", "None")
+        + "3|PENDING" + row.format("a", "N/A", "", "Dependency")
+        + "4|PENDING" + row.format("b", "N/A", "", "Priority")
+    )  # fmt: skip
+    samples = _collector_over([queue])(0)
+    assert samples["slurm_queue_suspended"] == samples["slurm_queue_configuring"] == 1
+    assert (samples["slurm_queue_pending"], samples["slurm_queue_pending_dependency"]) == (2, 1)
+    assert samples["slurm_account_jobs_suspended{a}"] == 1
+    assert samples["slurm_user_jobs_suspended{labuser}"] == 1
+    # a suspended job's CPUs went back to the others; pending ones ask for theirs
+    assert samples["slurm_account_cpus_running{a}"] == 0
+    assert (samples["slurm_account_cpus_pending{a}"], samples["slurm_account_cpus_pending{b}"]) == (
+        4,
+        4,
+    )
+
+
+@pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
+def test_only_the_community_names_are_gauges_ending_in_total(version):
+    """promtool check metrics flags a gauge named *_total (the e2e runs promtool itself on the
+    lab's exporter): the community exporter's names are the only ones, and the counter ends so."""
+    registry = CollectorRegistry()
+    slurm_version = (FIXTURES / version / "VERSION").read_text().strip()
+    registry.register(exporter.SlurmCollector(slurm_version, run=captured(version)))
+    kinds = dict(
+        line.split()[2:4]
+        for line in generate_latest(registry).decode().splitlines()
+        if line.startswith("# TYPE ")
+    )
+    totals = {name for name, kind in kinds.items() if kind == "gauge" and name.endswith("_total")}
+    assert totals == set(COMMUNITY_TOTAL_GAUGES)
+    assert {name for name, kind in kinds.items() if kind == "counter"} == {
+        "slurm_exporter_collect_failures_total"
+    }
 
 
 def test_each_domain_module_is_collected_once():
@@ -375,3 +462,28 @@ def test_each_domain_module_is_collected_once():
     modules = sorted(path.stem for path in folder.glob("*.py") if path.stem != "__init__")
     collector = exporter.SlurmCollector("24.11.5", run=lambda *_, **__: "")
     assert sorted(type(domain).__module__.split(".")[-1] for domain in collector.domains) == modules
+
+
+def test_every_slurm_series_the_dashboards_and_alerts_read_is_exposed():
+    """A panel or an alert on a name the exporter does not expose would stay empty without an
+    error: every slurm_* name they read is in the exposition of the 24.11 capture or of the GPU
+    cluster (the GPU series)."""
+    exposed = set()
+    for slurm in (captured("24.11"), _gpu_cluster()):
+        registry = CollectorRegistry()
+        registry.register(exporter.SlurmCollector("24.11.5", run=slurm))
+        text = generate_latest(registry).decode()
+        exposed |= {line.split()[0].split("{")[0] for line in text.splitlines() if line[:1] != "#"}
+    readers = [
+        *(ROOT / "manifests").glob("*/dashboards/*.json"),
+        ROOT / "roles/monitoring/templates/rules.yml.j2",
+    ]
+    read = {
+        (path.name, name)
+        for path in readers
+        # slurm_app_*: the members' records, through node_exporter; a name ending in `_` is the
+        # start of a regular expression over names (slurm_nodes_(alloc|...))
+        for name in re.findall(r"\bslurm_(?!app_)[a-z0-9_]*[a-z0-9]\b(?!_)", path.read_text())
+    }
+    assert {name for _, name in read} >= {"slurm_partition_cpus_allocated", "slurm_up"}
+    assert not {(path, name) for path, name in read if name not in exposed}

@@ -33,6 +33,7 @@ from slurm_readers.hosts import (
 from slurm_readers.jobs import _minutes, slurm_history, slurm_jobs, slurm_tres_gpus
 from slurm_readers.nodes import slurm_gres_gpus, slurm_node_hardware, slurm_nodes, slurm_taking_jobs
 from slurm_readers.scheduler import FIGURES, slurm_scheduler
+from slurm_readers.shares import slurm_shares
 from slurm_readers.versions import slurm_reads_state_of, slurm_version
 
 FIXTURES = ROOT / "tests" / "fixtures" / "slurm"
@@ -529,12 +530,44 @@ def test_sdiag_gives_both_loops_figures_apart(version):
     figures = slurm_scheduler(text)
     assert set(figures) == set(FIGURES)
     assert figures["threads"] >= 1 and figures["queue_size"] == 0
-    assert figures["backfill_cycles_total"] >= 1 and figures["backfill_depth_mean"] >= 1
+    assert figures["backfill_cycles"] >= 1 and figures["backfill_depth_mean"] >= 1
     main = text.split("Main schedule statistics")[1].split("\n\n")[0]
     backfill = text.split("Backfilling stats")[1].split("\n\n")[0]
     for name, section in (("last_cycle", main), ("backfill_last_cycle", backfill)):
         assert "Last cycle:" in section
         assert figures[name] == float(re.search(r"Last cycle:\s+(\d+)", section).group(1))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sshare_gives_each_accounts_standing_as_any_user_reads_it(version):
+    """The capture (capture.sh): team-a, 3 shares of 5, ran the only job; default, 1 share, ran
+    none. From 23.11 Slurm's default priority/multifactor uses Fair Tree, which gives accounts
+    a Level FS and no factor; 22.05's default priority/basic computes no fair share at all.
+    User rows are left out."""
+    accounts = {row["account"]: row for row in slurm_shares(_read(version, "sshare.txt"))}
+    assert set(accounts) == {"root", "default", "team-a"}
+    assert all(row["fairshare"] is None for row in accounts.values())
+    if version == "22.05":
+        # zeros that mean nothing are no figure, not 0
+        assert all(row["level_fs"] is None for row in accounts.values())
+        return
+    assert accounts["root"] == {"account": "root", "fairshare": None, "level_fs": None}
+    if version == "24.11":  # a fresh lab: no usage but team-a's job
+        assert accounts["team-a"]["level_fs"] == pytest.approx(0.6)
+        assert accounts["default"]["level_fs"] == float("inf")
+    else:  # 26.05: the lab upgraded from 24.11, with its jobs' usage on both accounts
+        assert 0 < accounts["team-a"]["level_fs"] < accounts["default"]["level_fs"] < 10
+
+
+def test_sshare_under_classic_fair_share_gives_the_accounts_factor():
+    answer = "root||||\n default|||0.500000|\n  default|alice|1.0|0.250000|\n bad||0.1||n/a\n"
+    assert slurm_shares(answer) == [
+        {"account": "root", "fairshare": None, "level_fs": None},
+        {"account": "default", "fairshare": None, "level_fs": None},
+        {"account": "bad", "fairshare": None, "level_fs": None},
+    ]
+    answer = " default||0.500000|0.400000|\n"
+    assert slurm_shares(answer) == [{"account": "default", "fairshare": 0.4, "level_fs": None}]
 
 
 def test_a_loop_that_never_ran_leaves_its_mean_out():

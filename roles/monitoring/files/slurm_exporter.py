@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from prometheus_client import REGISTRY, start_http_server
 from prometheus_client.core import CounterMetricFamily, Metric
@@ -43,10 +44,12 @@ from slurm_readers.commands import slurm_command
 from slurm_readers.jobs import slurm_jobs
 from slurm_readers.nodes import slurm_node_usage, slurm_nodes
 from slurm_readers.scheduler import slurm_scheduler
+from slurm_readers.shares import SHARES_COMMAND, slurm_shares
 from slurm_readers.versions import slurm_version
 
 # argv, then the environment a slurm_command adds: its stdout
 Runner = Callable[..., str]
+T = TypeVar("T")
 
 
 def run_command(
@@ -118,14 +121,25 @@ class SlurmCollector:
             self.failures += 1
             print(f"collection failed: {type(error).__name__}: {error}"[:500], file=sys.stderr)
             return Snapshot(up=False, seconds=time.perf_counter() - started, taken_at=now)
-        figures = self._read_scheduler()
-        return Snapshot(read_nodes, read_jobs, figures, True, time.perf_counter() - started, now)
+        figures = self._read_optional(["sdiag"], slurm_scheduler)
+        shares = self._read_optional(SHARES_COMMAND, slurm_shares)
+        return Snapshot(
+            nodes=read_nodes,
+            jobs=read_jobs,
+            scheduler=figures,
+            shares=shares,
+            up=True,
+            seconds=time.perf_counter() - started,
+            taken_at=now,
+        )
 
-    def _read_scheduler(self) -> dict[str, float] | None:
+    def _read_optional(self, argv: list[str], read: Callable[[str], T]) -> T | None:
+        """What only some series need (sdiag's figures; sshare's, which need accounting): a
+        command that fails takes those series away, and the rest of the collection stands."""
         try:
-            return slurm_scheduler(self.run(["sdiag"]))
+            return read(self.run(argv))
         except (OSError, subprocess.SubprocessError) as error:
-            print(f"sdiag failed: {type(error).__name__}: {error}"[:500], file=sys.stderr)
+            print(f"{argv[0]} failed: {type(error).__name__}: {error}"[:500], file=sys.stderr)
             return None
 
     def collect(self) -> Iterator[Metric]:

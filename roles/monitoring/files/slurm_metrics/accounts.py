@@ -1,7 +1,7 @@
-"""Accounts: what the pending and running jobs of each user, account and partition hold or ask
-for. Users and accounts are bounded to the `top` with the most pending and running jobs, the
-rest summed under `_other` (no cluster user or account this bundle makes starts with `_`), so
-the series stay bounded however many users a cluster has."""
+"""Accounts: what the pending, running and suspended jobs of each user, account and partition
+hold or ask for, and each account's fair share. Users and accounts are bounded to the `top` with
+the most queued jobs, the rest summed under `_other` (no cluster user or account this bundle
+makes starts with `_`), so the series stay bounded however many users a cluster has."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from slurm_metrics import Snapshot
 OWNER_SERIES = (
     ("jobs_pending", "Pending jobs"),
     ("jobs_running", "Running jobs"),
+    ("jobs_suspended", "Suspended jobs"),
+    ("cpus_pending", "CPUs asked for by pending jobs"),
     ("cpus_running", "CPUs held by running jobs"),
     ("gpus_running", "GPUs held by running jobs"),
     ("gpus_pending", "GPUs asked for by pending jobs"),
@@ -31,7 +33,7 @@ class Metrics:
 
     def collect(self, snapshot: Snapshot) -> Iterator[Metric]:
         """slurm_{user,account,partition}_{jobs,cpus,gpus}_*."""
-        queued = [j for j in snapshot.jobs if j["state"] in ("PENDING", "RUNNING")]
+        queued = [j for j in snapshot.jobs if j["state"] in ("PENDING", "RUNNING", "SUSPENDED")]
         for owner, field_name, bounded in (
             ("user", "user", True),
             ("account", "account", True),
@@ -51,7 +53,11 @@ class Metrics:
                 )
                 if job["state"] == "PENDING":
                     row["jobs_pending"] += 1
+                    row["cpus_pending"] += job["cpus"] or 0
                     row["gpus_pending"] += job["gpus"] or 0
+                elif job["state"] == "SUSPENDED":
+                    # a suspended job's CPUs are released to others; it holds none
+                    row["jobs_suspended"] += 1
                 else:
                     row["jobs_running"] += 1
                     row["cpus_running"] += job["cpus"] or 0
@@ -63,3 +69,25 @@ class Metrics:
                 for name, row in sorted(totals.items()):
                     family.add_metric([name], row[series])
                 yield family
+        yield from self._shares(snapshot)
+
+    def _shares(self, snapshot: Snapshot) -> Iterator[Metric]:
+        """Each account's standing, where sshare answered (accounting on). Under Fair Tree
+        (Slurm's default, and this bundle's) Slurm gives an account no fair-share factor, only
+        its Level FS: slurm_account_fairshare then has no samples."""
+        if snapshot.shares is None:
+            return
+        for series, field_name, text in (
+            ("fairshare", "fairshare", "The account's fair-share factor (classic fair share)"),
+            (
+                "level_fairshare",
+                "level_fs",
+                "The account's Level FS under Fair Tree: its shares over its usage among its"
+                " siblings (above 1: under-served; +Inf: no usage)",
+            ),
+        ):
+            family = GaugeMetricFamily(f"slurm_account_{series}", text, labels=["account"])
+            for row in snapshot.shares:
+                if row[field_name] is not None:
+                    family.add_metric([row["account"]], row[field_name])
+            yield family

@@ -14,6 +14,7 @@ JOB_STATES = (
     "running",
     "suspended",
     "completing",
+    "configuring",
     "completed",
     "failed",
     "cancelled",
@@ -53,14 +54,22 @@ class Metrics:
 
     def collect(self, snapshot: Snapshot) -> Iterator[Metric]:
         jobs = dict.fromkeys(JOB_STATES, 0)
+        waiting_on_others = 0
         for job in snapshot.jobs:
             state = str(job["state"] or "").lower()
             if state in jobs:
                 jobs[state] += 1
+            if state == "pending" and job["reason"] == "Dependency":
+                waiting_on_others += 1
         for state, count in jobs.items():
             yield gauge(
                 f"slurm_queue_{state}",
                 f"Jobs {state} (ended ones while slurmctld still holds them, MinJobAge)",
                 count,
             )
+        yield gauge(
+            "slurm_queue_pending_dependency",
+            "Pending jobs waiting for another job (also counted in slurm_queue_pending)",
+            waiting_on_others,
+        )
         yield from self._waits.collect()

@@ -77,6 +77,29 @@ def node_state(node: dict[str, Any]) -> str:
     return BASE_STATES.get(node["base_state"], "other")
 
 
+# Per partition, as the community exporter names them (label partition): a node in several
+# partitions counts in each.
+PARTITION_CPUS = (
+    ("allocated", "CPUs allocated in the partition"),
+    ("idle", "CPUs of the partition that could take a job now"),
+    ("other", "CPUs of the partition that take no job (drained, down, ...)"),
+    ("total", "CPUs of the partition"),
+)
+
+
+def node_cpus(node: dict[str, Any], state: str) -> dict[str, int]:
+    """A node's CPUs as allocated, idle (a node that takes jobs) or other, and in all."""
+    total, allocated = node["cpus"] or 0, node["alloc_cpus"] or 0
+    spare = total - allocated
+    takes_jobs = state in SCHEDULABLE
+    return {
+        "allocated": allocated,
+        "idle": spare if takes_jobs else 0,
+        "other": 0 if takes_jobs else spare,
+        "total": total,
+    }
+
+
 class Metrics:
     def update(self, snapshot: Snapshot) -> None:
         pass
@@ -85,6 +108,7 @@ class Metrics:
         states = dict.fromkeys(NODE_STATES, 0)
         cpus = {"alloc": 0, "idle": 0, "other": 0}
         gpus = {"alloc": 0, "idle": 0, "other": 0}
+        partitions: dict[str, dict[str, int]] = {}
         per_node = {
             name: GaugeMetricFamily(f"slurm_node_{name}", text, labels=["node", "status"])
             for name, text in PER_NODE
@@ -95,20 +119,25 @@ class Metrics:
         for node in snapshot.nodes:
             state = node_state(node)
             states[state] += 1
-            total_cpus, alloc_cpus = node["cpus"] or 0, node["alloc_cpus"] or 0
+            node_cpu = node_cpus(node, state)
             total_gpus, alloc_gpus = node["gpus"] or 0, node["alloc_gpus"] or 0
             spare = "idle" if state in SCHEDULABLE else "other"
-            cpus["alloc"] += alloc_cpus
-            cpus[spare] += total_cpus - alloc_cpus
+            cpus["alloc"] += node_cpu["allocated"]
+            cpus["idle"] += node_cpu["idle"]
+            cpus["other"] += node_cpu["other"]
             gpus["alloc"] += alloc_gpus
             gpus[spare] += total_gpus - alloc_gpus
+            for partition in node.get("partitions") or []:
+                sums = partitions.setdefault(partition, dict.fromkeys(node_cpu, 0))
+                for part, value in node_cpu.items():
+                    sums[part] += value
             node_state_family.add_metric([node["name"], state], 1)
             labels = [node["name"], str(node["state"])]
             figures = {
-                "cpu_alloc": alloc_cpus,
-                "cpu_idle": total_cpus - alloc_cpus if spare == "idle" else 0,
-                "cpu_other": total_cpus - alloc_cpus if spare == "other" else 0,
-                "cpu_total": total_cpus,
+                "cpu_alloc": node_cpu["allocated"],
+                "cpu_idle": node_cpu["idle"],
+                "cpu_other": node_cpu["other"],
+                "cpu_total": node_cpu["total"],
                 "mem_alloc": node.get("alloc_memory"),
                 "mem_total": node["real_memory"],
                 "gpu_alloc": node["alloc_gpus"],
@@ -126,8 +155,19 @@ class Metrics:
                 continue  # unknown without --json: no number rather than a wrong one
             for part, value in counts.items():
                 yield gauge(f"slurm_{kind}_{part}", f"{kind.upper()} {part}", value)
-            yield gauge(
-                f"slurm_{kind}_total", f"{kind.upper()} in the cluster", sum(counts.values())
-            )
+            total = sum(counts.values())
+            yield gauge(f"slurm_{kind}_total", f"{kind.upper()} in the cluster", total)
+            if kind == "gpus" and total:
+                # the community exporter's ratio; a cluster without GPUs has none to divide by
+                yield gauge(
+                    "slurm_gpus_utilization",
+                    "GPUs allocated, of the cluster's",
+                    counts["alloc"] / total,
+                )
+        for part, text in PARTITION_CPUS:
+            family = GaugeMetricFamily(f"slurm_partition_cpus_{part}", text, labels=["partition"])
+            for partition, sums in sorted(partitions.items()):
+                family.add_metric([partition], sums[part])
+            yield family
         yield node_state_family
         yield from per_node.values()

@@ -21,7 +21,7 @@ SCHEDULER_HELP = {
     "backfilled_jobs_since_start_total": "Jobs backfill started since slurmctld started (sdiag)",
     "backfilled_jobs_since_cycle_total": "Jobs backfill started since the stats reset (sdiag)",
     "backfilled_heterogeneous_total": "Heterogeneous job components backfill started (sdiag)",
-    "backfill_cycles_total": "Backfill cycles since the statistics' reset (sdiag)",
+    "backfill_cycles": "Backfill cycles since the statistics' reset (sdiag)",
     "backfill_last_cycle": "The backfill loop's last cycle, microseconds (sdiag)",
     "backfill_mean_cycle": "The backfill loop's mean cycle, microseconds (sdiag)",
     "backfill_last_depth": "Jobs the backfill loop last looked at (sdiag)",

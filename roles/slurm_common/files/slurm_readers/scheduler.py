@@ -23,7 +23,7 @@ _FIGURES = {
     ("backfill", "Total backfilled heterogeneous job components"): (
         "backfilled_heterogeneous_total"
     ),
-    ("backfill", "Total cycles"): "backfill_cycles_total",
+    ("backfill", "Total cycles"): "backfill_cycles",
     ("backfill", "Last cycle"): "backfill_last_cycle",
     ("backfill", "Mean cycle"): "backfill_mean_cycle",
     ("backfill", "Last depth cycle"): "backfill_last_depth",
