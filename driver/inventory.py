@@ -17,7 +17,11 @@ from driver.models.request import Allocation, MemberStatus, OperationRequest
 
 
 def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
-    """The instance as the roles see it: every default of the schema filled in."""
+    """The instance as the roles see it: every default of the schema filled in, in objects and
+    in each object of an array (a partition without max_time gets the schema's)."""
+    if isinstance(value, list) and schema.get("type") == "array":
+        items = schema.get("items")
+        return [apply_defaults(items, item) for item in value] if isinstance(items, dict) else value
     if not isinstance(value, dict) or schema.get("type") != "object":
         return value
     filled = dict(value)

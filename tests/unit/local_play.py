@@ -61,7 +61,9 @@ def run_role_tasks(
     work: Path, role: str, tasks_from: str, extra: dict, address: str, times: int = 2
 ) -> list[subprocess.CompletedProcess]:
     """`tasks_from` of `role` with `extra` as extra vars, twice by default: the second run
-    proves idempotence."""
+    proves idempotence. slurm_common's filters are loaded, as in every playbook of the bundle,
+    whose first play loads that role."""
     include = {"ansible.builtin.include_role": {"name": role, "tasks_from": tasks_from}}
     play = [{"hosts": "target", "gather_facts": False, "tasks": [include]}]
-    return run_play(work, play, extra=extra, address=address, times=times)
+    filters = {"ANSIBLE_FILTER_PLUGINS": str(ROOT / "roles/slurm_common/filter_plugins")}
+    return run_play(work, play, extra=extra, address=address, times=times, environment=filters)

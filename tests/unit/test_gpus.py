@@ -72,6 +72,8 @@ def test_the_h200_node_renders_a_typed_gres_users_can_ask_for_and_a_feature_part
 def test_a_partition_of_one_gpu_type_is_the_nodeset_of_the_feature_its_nodes_carry():
     # as ansible.builtin.template renders: trim_blocks on
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True)
+    environment.filters |= role_filters("slurm_spec_defaults").FilterModule().filters()
+    # as an operator's inventory gives them, without the driver: the role's declared defaults
     partitions = [
         {"name": "gpu", "default": True, "max_time": "2-00:00:00"},
         {"name": "h200", "node_feature": "h200", "allow_accounts": ["vision", "nlp"]},

@@ -168,6 +168,19 @@ def test_apply_defaults_fills_nested_objects_only_where_missing():
     assert apply_defaults(schema, {"a": {"b": 2}, "c": "y"}) == {"a": {"b": 2}, "c": "y"}
 
 
+def test_apply_defaults_fills_each_object_of_an_array():
+    item = {"type": "object", "properties": {"max_time": {"default": "UNLIMITED"}, "tags": {}}}
+    schema = {"type": "object", "properties": {"parts": {"type": "array", "items": item}}}
+    given = {"parts": [{"name": "a"}, {"name": "b", "max_time": "1:00:00"}, "not an object"]}
+    assert apply_defaults(schema, given) == {
+        "parts": [
+            {"name": "a", "max_time": "UNLIMITED"},
+            {"name": "b", "max_time": "1:00:00"},
+            "not an object",
+        ]
+    }
+
+
 PLAYBOOK_BINARY = str(Path(sys.executable).parent / "ansible-playbook")
 
 
