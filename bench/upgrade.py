@@ -43,15 +43,26 @@ PROBE_JOB = ["runuser", "-u", "labuser", "--", "sbatch", "--parsable", "-o", "/d
 
 
 class Prober:
-    """Pings slurmctld and submits probe jobs on the lab's controller until stopped."""
+    """Pings slurmctld (`ping`) and submits a one-core probe job every `submit_every` seconds
+    (`wrap` its command) on the lab's controller until stopped; `jobs` are the ids sbatch
+    took (it refuses while slurmctld restarts). The upgrade e2e uses it too."""
 
-    def __init__(self, lab_name: str = LAB) -> None:
+    def __init__(
+        self,
+        lab_name: str = LAB,
+        submit_every: float = 2.0,
+        wrap: str = "sleep 1",
+        ping: bool = True,
+    ) -> None:
         self.lab_name = lab_name
+        self.submit_every = submit_every
+        self.wrap = wrap
         self.down: list[tuple[float, float]] = []
         self.jobs: list[str] = []
         self._stop = threading.Event()
         self._threads = [
-            threading.Thread(target=work, daemon=True) for work in (self._ping, self._submit)
+            threading.Thread(target=work, daemon=True)
+            for work in ((self._ping, self._submit) if ping else (self._submit,))
         ]
 
     def __enter__(self) -> "Prober":
@@ -82,8 +93,8 @@ class Prober:
 
     def _submit(self) -> None:
         container = lab.host_container(self.lab_name, f"{self.lab_name}-ctl")
-        while not self._stop.wait(2):
-            answer = container.exec_run([*PROBE_JOB, "-D", "/tmp", "--wrap", "sleep 1"])
+        while not self._stop.wait(self.submit_every):
+            answer = container.exec_run([*PROBE_JOB, "-t", "1", "-D", "/tmp", "--wrap", self.wrap])
             if answer.exit_code == 0:
                 self.jobs.append(answer.output.decode().strip())
 

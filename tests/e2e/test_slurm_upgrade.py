@@ -6,15 +6,12 @@ slurmctld, rolled back with its queue; then the upgrade again from the site's ot
 archive of a flat APT repository. Real daemons in systemd containers, the driver by its full
 path."""
 
-import contextlib
 import hashlib
 import io
 import json
 import re
 import subprocess
 import tarfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +26,7 @@ from lab_tools import (
     wait_on_host,
 )
 
+from bench.upgrade import Prober
 from driver.lab import lab
 from driver.lab import spec as lab_spec
 
@@ -49,32 +47,6 @@ def _on(host: str, command: str) -> str:
 
 def _submit(*arguments: str) -> str:
     return _as_lab_user(SPEC.name, CONTROLLER, f"sbatch --parsable {' '.join(arguments)}")
-
-
-@contextlib.contextmanager
-def _a_job_every_second() -> Iterator[list[str]]:
-    """A one-core job submitted every second while the block runs, as a cluster's users go on
-    submitting through an upgrade; yields the ids of those sbatch took (it refuses while
-    slurmctld restarts)."""
-    taken: list[str] = []
-    done = threading.Event()
-
-    def submit() -> None:
-        while not done.wait(1):
-            ran = lab.host_container(SPEC.name, CONTROLLER).exec_run(
-                ["runuser", "-u", lab_spec.LAB_USER["name"], "--", "sbatch", "--parsable",
-                 "-N1", "-n1", "-t", "1", "--chdir", "/tmp", "--wrap", "true"]
-            )  # fmt: skip
-            if ran.exit_code == 0:
-                taken.append(ran.output.decode().strip())
-
-    submitter = threading.Thread(target=submit, daemon=True)
-    submitter.start()
-    try:
-        yield taken
-    finally:
-        done.set()
-        submitter.join()
 
 
 def _state(job: str) -> str:
@@ -126,8 +98,10 @@ def test_slurm_goes_to_26_05_with_its_jobs_running(cluster):
     pending = _submit("-N2", f"--dependency=afterok:{running}", "--wrap", "'hostname'")
     assert _on(CONTROLLER, f"squeue -h -j {pending} -o %T").strip() == "PENDING"
 
-    with _a_job_every_second() as submitted:
+    # a one-core job every second, as a cluster's users go on submitting through an upgrade
+    with Prober(SPEC.name, submit_every=1, wrap="true", ping=False) as prober:
         code, result = lab_operation(SPEC.name, env, "upgrade", to_version="2.0.0")
+    submitted = prober.jobs
     assert code == 0, result["error"]
     upgrade = result["adapter_detail"]["upgrade"]
     assert (upgrade["slurm_version_before"], upgrade["slurm_version"]) == ("24.11.5", "26.05.5")

@@ -6,8 +6,7 @@ import json
 
 import pytest
 import yaml
-from conftest import ROOT
-from test_cli import run
+from conftest import ROOT, console_script
 
 from driver.documents import load_json
 from driver.lab import spec as lab_spec
@@ -44,8 +43,9 @@ def test_a_config_file_lays_its_keys_over_the_labs_and_the_driver_accepts_it(tmp
 def test_a_config_file_that_is_not_a_mapping_is_refused_before_any_host(tmp_path, text, said):
     config = tmp_path / "config.yaml"
     config.write_text(text)
-    ended = run(
-        "lab", "up", "--name", "nohost", "--config", str(config), "--format", "json", cwd=ROOT
+    ended = console_script(
+        *("lab", "up", "--name", "nohost", "--config", str(config), "--format", "json"),
+        env={"PATH": "/usr/bin:/bin", "SLURM_APP_STATE_DIR": str(tmp_path / "state")},
     )
     assert ended.returncode == 2
     (finding,) = json.loads(ended.stdout)["findings"]
