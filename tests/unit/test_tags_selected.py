@@ -53,3 +53,22 @@ def test_a_part_runs_where_ansible_would_run_a_task_of_its_tags(tags):
             run_tags,
             skip_tags,
         )
+
+
+@pytest.mark.parametrize(
+    ("run_tags", "skip_tags", "every_phase"),
+    [
+        (["all"], [], True),  # no --tags: Ansible's ansible_run_tags
+        (["install", "configure", "run"], [], True),
+        (["all"], ["record"], True),
+        (["configure"], [], False),
+        (["slurm_controller_configure"], [], False),
+        (["all"], ["run"], False),
+        (["all"], ["slurm_worker_run"], False),
+        (["tagged"], ["monitoring_install"], False),
+    ],
+)
+def test_only_a_run_of_every_phase_earns_the_records(run_tags, skip_tags, every_phase):
+    """The converged record and the readiness proof let the next deploy skip the converge: a
+    run that left a phase out (a hand run with --tags or --skip-tags) must not write them."""
+    assert slurm_tags.slurm_every_phase_selected(run_tags, skip_tags) is every_phase
