@@ -93,6 +93,15 @@ class EventType(StrEnum):
     OPERATION_FAILED = "operation.failed"
     OPERATION_CANCELLED = "operation.cancelled"
     OPERATION_RESULT = "operation.result"
+    # The instance's lifecycle as the platform's events name it (product spec 004): requested
+    # when a deploy starts, running when one leaves the instance running (or degraded), failed
+    # when any operation leaves it failed, deleting when a decommission starts, deleted when
+    # it leaves the instance deleted.
+    INSTANCE_REQUESTED = "apps.instance.requested"
+    INSTANCE_RUNNING = "apps.instance.running"
+    INSTANCE_FAILED = "apps.instance.failed"
+    INSTANCE_DELETING = "apps.instance.deleting"
+    INSTANCE_DELETED = "apps.instance.deleted"
 
 
 class ErrorInfo(OutputModel):
@@ -236,9 +245,32 @@ class Event(Context):
     host: str | None = None
     """Host events: the host."""
     message: str | None = None
-    """host.failed, host.unreachable, operation.failed: what happened."""
+    """host.failed, host.unreachable, operation.failed, apps.instance.failed: what happened."""
+    instance: InstanceOutcome | None = None
+    """apps.instance.running, .failed and .deleted: the instance's status and health."""
     result: Result | None = None
     """operation.result: the operation's result."""
+
+
+# The lifecycle event an operation's start means, by its type.
+LIFECYCLE_AT_START = {
+    "deploy": EventType.INSTANCE_REQUESTED,
+    "decommission": EventType.INSTANCE_DELETING,
+}
+
+
+def lifecycle_at_end(operation_type: str | None, result: Result) -> EventType | None:
+    """The lifecycle event the operation's end means, from the instance's status in its result.
+    None where the instance did not change its lifecycle state: a deploy refused before any
+    host changed reports the instance `unchanged`, and the platform keeps the status it has."""
+    status = result.instance.status if result.instance else None
+    if status == InstanceStatus.FAILED:
+        return EventType.INSTANCE_FAILED
+    if operation_type == "deploy" and status in (InstanceStatus.RUNNING, InstanceStatus.DEGRADED):
+        return EventType.INSTANCE_RUNNING
+    if operation_type == "decommission" and status == InstanceStatus.DELETED:
+        return EventType.INSTANCE_DELETED
+    return None
 
 
 class EventSink:

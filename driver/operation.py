@@ -20,6 +20,7 @@ from driver.arguments import print_document
 from driver.catalog import CatalogError
 from driver.documents import Document, DocumentError, load_request
 from driver.events import (
+    LIFECYCLE_AT_START,
     Context,
     ErrorInfo,
     EventSink,
@@ -28,6 +29,7 @@ from driver.events import (
     InstanceStatus,
     Result,
     ResultStatus,
+    lifecycle_at_end,
 )
 from driver.findings import Finding, render_human, render_json
 from driver.models.request import OperationRequest
@@ -176,8 +178,13 @@ def _event_sink(context: Context, emit: bool, events_file: str | None) -> Iterat
 
 
 def _conclude(sink: EventSink, result: Result, result_file: str | None) -> None:
-    """How every run ends, refused or run: the outcome's event, then the result."""
+    """How every run ends, refused or run: the instance's lifecycle event where the operation
+    changed its lifecycle state, the outcome's event, then the result."""
     succeeded = result.status == ResultStatus.SUCCEEDED
+    lifecycle = lifecycle_at_end(sink.context.operation_type, result)
+    if lifecycle is not None:
+        failed = lifecycle == EventType.INSTANCE_FAILED and result.error is not None
+        sink(lifecycle, instance=result.instance, message=result.error.message if failed else None)
     final = {
         "succeeded": EventType.OPERATION_SUCCEEDED,
         "cancelled": EventType.OPERATION_CANCELLED,
@@ -203,6 +210,8 @@ def execute(
         try:
             with instance_lock(str(request.instance.id)), cancellation() as cancelled:
                 sink(EventType.OPERATION_STARTED)
+                if request.operation.type in LIFECYCLE_AT_START:
+                    sink(LIFECYCLE_AT_START[request.operation.type])
                 plan = RunPlan.of(request, version)
                 started = True
                 if text:

@@ -171,6 +171,12 @@ def test_deploy_succeeds_with_a_complete_result(deployed):
     assert stream[0]["event"] == "operation.started"
     assert stream[-2]["event"] == "operation.succeeded"
     result = stream[-1]["result"]
+    # the platform's lifecycle (product spec 004): requested at the start, running at the end
+    lifecycle = [e for e in stream if e["event"].startswith("apps.instance.")]
+    assert [e["event"] for e in lifecycle] == ["apps.instance.requested", "apps.instance.running"]
+    assert stream[1] == lifecycle[0] and stream[-3] == lifecycle[1]
+    assert lifecycle[1]["instance"] == {"id": request["instance"]["id"], "status": "running",
+                                        "health": "healthy"}  # fmt: skip
     assert stream[-1]["event"] == "operation.result"
     assert result["status"] == "succeeded" and result["error"] is None
     assert result["instance"]["status"] == "running"

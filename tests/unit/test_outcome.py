@@ -8,7 +8,17 @@ from conftest import example
 
 from driver.apps.slurm.health import health_of
 from driver.documents import load_json
-from driver.events import ErrorInfo, Health, HostStats, InstanceStatus, Result
+from driver.events import (
+    ErrorInfo,
+    EventType,
+    Health,
+    HostStats,
+    InstanceOutcome,
+    InstanceStatus,
+    Result,
+    ResultStatus,
+    lifecycle_at_end,
+)
 from driver.models.request import OperationRequest
 from driver.request_check import check_request
 from driver.runner.collector import Collector
@@ -696,3 +706,26 @@ def test_a_loops_failure_names_each_failed_item_and_its_own_message():
     hidden = {"msg": "One or more items failed", "results": [{"censored": "x", "failed": True}]}
     collector({"event": "runner_on_failed", "event_data": data | {"res": hidden}})
     assert collector.last_error["ctl"].message == "Check: output hidden (no_log)"
+
+
+@pytest.mark.parametrize(
+    ("operation", "status", "instance", "event"),
+    [
+        ("deploy", "succeeded", InstanceStatus.RUNNING, EventType.INSTANCE_RUNNING),
+        ("deploy", "succeeded", InstanceStatus.DEGRADED, EventType.INSTANCE_RUNNING),
+        ("deploy", "failed", InstanceStatus.FAILED, EventType.INSTANCE_FAILED),
+        # refused before any host changed: the platform keeps the status it has
+        ("deploy", "failed", InstanceStatus.UNCHANGED, None),
+        ("upgrade", "failed", InstanceStatus.FAILED, EventType.INSTANCE_FAILED),
+        ("upgrade", "succeeded", InstanceStatus.RUNNING, None),
+        ("drain_worker", "succeeded", InstanceStatus.DEGRADED, None),
+        ("decommission", "succeeded", InstanceStatus.DELETED, EventType.INSTANCE_DELETED),
+        ("decommission", "failed", InstanceStatus.FAILED, EventType.INSTANCE_FAILED),
+    ],
+)
+def test_the_lifecycle_event_an_operations_end_means(operation, status, instance, event):
+    """The platform's apps.instance.* (product spec 004), from the instance's status in the
+    result: running after a deploy, failed after any operation, deleted after a
+    decommission."""
+    result = Result(status=ResultStatus(status), instance=InstanceOutcome(id="i", status=instance))
+    assert lifecycle_at_end(operation, result) == event

@@ -120,6 +120,27 @@ def test_unreachable_hosts_fail_the_operation(tmp_path):
     statuses = {m["member_id"]: m["status"] for m in final["members"]}
     assert statuses == {"m-ctl": "failed", "m-w1": "failed", "m-w2": "failed"}
     assert final["hosts"]["slurm-ctl"]["unreachable"] == 1
+    # the platform's lifecycle (product spec 004): requested when the deploy started, failed
+    # before the outcome, each with the request's context
+    request = json.loads(_request(tmp_path).read_text())
+    lifecycle = [e for e in events if e["event"].startswith("apps.instance.")]
+    assert [e["event"] for e in lifecycle] == ["apps.instance.requested", "apps.instance.failed"]
+    assert [e["event"] for e in events[:2]] == ["operation.started", "apps.instance.requested"]
+    assert [e["event"] for e in events[-3:]] == [
+        "apps.instance.failed",
+        "operation.failed",
+        "operation.result",
+    ]
+    for event in lifecycle:
+        assert (event["correlation_id"], event["org_id"], event["project_id"]) == (
+            request["correlation_id"],
+            request["org_id"],
+            request["project_id"],
+        )
+        assert event["app_slug"] == request["instance"]["app_slug"]
+        assert event["app_instance_id"] == request["instance"]["id"]
+    assert lifecycle[1]["instance"] == final["instance"]
+    assert lifecycle[1]["message"] == final["error"]["message"]
 
 
 def test_invalid_request_exits_two_before_any_host(tmp_path):

@@ -27,7 +27,7 @@ def slurm_shares(output: str) -> list[dict[str, Any]]:
         account, _, norm_shares, fairshare, level_fs = (field.strip() for field in fields)
         if not account:
             continue
-        # priority/basic prints no normalized shares, nor has the root account any: no figure
+        # priority/basic prints no normalized shares and a zero for the rest: no figure
         computed = bool(norm_shares)
         accounts.append(
             {
