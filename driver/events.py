@@ -2,6 +2,7 @@
 
 import functools
 import json
+import secrets
 import sys
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -14,7 +15,14 @@ from driver import terminal
 from driver.details.open_ondemand import PortalDetail
 from driver.details.slurm import SlurmDetail
 from driver.findings import Finding
-from driver.models.common import Identifier, OperationType, OutputModel, Slug, SparseOutput
+from driver.models.common import (
+    Identifier,
+    OperationType,
+    OutputModel,
+    Slug,
+    SparseOutput,
+    TraceParent,
+)
 from driver.models.request import MemberStatus, OperationRequest
 
 
@@ -38,10 +46,14 @@ class Context(OutputModel):
     """The operation's id."""
     operation_type: str | None
     """The operation's type."""
+    trace_id: str | None
+    """The run's trace id (32 hex digits): the request's traceparent's, else one the driver
+    started; every host journal entry of the run carries it too."""
 
     @classmethod
     def of(cls, request: OperationRequest) -> "Context":
         return cls(
+            trace_id=request.trace_id,
             correlation_id=request.correlation_id,
             org_id=request.org_id,
             project_id=request.project_id,
@@ -58,7 +70,9 @@ class Context(OutputModel):
         doc = document if isinstance(document, dict) else {}
         instance = doc.get("instance") if isinstance(doc.get("instance"), dict) else {}
         operation = doc.get("operation") if isinstance(doc.get("operation"), dict) else {}
+        traceparent = _admitted(TraceParent, doc.get("traceparent"))
         return cls(
+            trace_id=traceparent.split("-")[1] if traceparent else secrets.token_hex(16),
             correlation_id=_admitted(Identifier, doc.get("correlation_id")),
             org_id=_admitted(Identifier, doc.get("org_id")),
             project_id=_admitted(Identifier, doc.get("project_id")),
@@ -229,6 +243,8 @@ class Result(OutputModel):
     adapter_detail: SlurmDetail | PortalDetail | None = None
     """The app's detail of what the run found and did (which keys an operation gives is in
     docs/platform-contract.md)."""
+    trace_id: str | None = None
+    """The run's trace id, as every event of the run carries it."""
 
 
 class Event(Context):

@@ -172,8 +172,9 @@ def build_inventory(
                 if member.component_key == touched:
                     touch(member.allocation_id, touched)
     # What every host's journal entries of this run carry (slurm_common's `journal`): `journalctl
-    # SLURM_APP_CORRELATION_ID=...` on any host finds the operation. A read-only operation
-    # writes no entry (journal entries are for operations that change something).
+    # SLURM_APP_CORRELATION_ID=...` (or SLURM_APP_TRACE_ID=...) on any host finds the
+    # operation. A read-only operation writes no entry (journal entries are for operations that
+    # change something).
     if not spec.read_only:
         inventory.group_vars["slurm_common_journal"] = {
             "operation_id": request.operation.id,
@@ -181,6 +182,7 @@ def build_inventory(
             "correlation_id": request.correlation_id,
             "instance_id": str(request.instance.id),
             "app_slug": request.instance.app_slug,
+            "trace_id": request.trace_id,
         }
     if app_vars is not None:
         app_vars(request, version, inventory)

@@ -180,6 +180,7 @@ def _event_sink(context: Context, emit: bool, events_file: str | None) -> Iterat
 def _conclude(sink: EventSink, result: Result, result_file: str | None) -> None:
     """How every run ends, refused or run: the instance's lifecycle event where the operation
     changed its lifecycle state, the outcome's event, then the result."""
+    result = result.model_copy(update={"trace_id": sink.context.trace_id})
     succeeded = result.status == ResultStatus.SUCCEEDED
     lifecycle = lifecycle_at_end(sink.context.operation_type, result)
     if lifecycle is not None:

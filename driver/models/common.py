@@ -12,12 +12,28 @@ from pydantic import (
     ConfigDict,
     SerializerFunctionWrapHandler,
     StringConstraints,
+    WithJsonSchema,
     model_serializer,
 )
 
 Slug = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$", max_length=63)]
 Identifier = Annotated[
     str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", max_length=128)
+]
+
+# W3C trace context's traceparent, version 00: 00-<trace id>-<parent id>-<flags>, neither id of
+# zeros only. The contract's pattern says all of it (ECMA-262 and Python both have lookahead);
+# pydantic's engine has none, so OperationRequest checks the zeros again.
+TraceParent = Annotated[
+    str,
+    StringConstraints(pattern=r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$", max_length=55),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$",
+            "maxLength": 55,
+        }
+    ),
 ]
 ComponentKey = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=32)]
 OperationType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=32)]

@@ -5,12 +5,13 @@ never carried inline: `credentials` holds file paths only, and the instance conf
 secrets by name (resolved inside `credentials.secrets_dir`).
 """
 
+import secrets
 from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from driver.models.common import (
@@ -26,6 +27,7 @@ from driver.models.common import (
     Slug,
     SshHostKey,
     StrictModel,
+    TraceParent,
 )
 
 
@@ -197,6 +199,22 @@ class OperationRequest(StrictModel):
     """Every allocation the placement, members, targets or linked instances name."""
     credentials: Credentials
     """Where the SSH key and the secrets are on the driver's host."""
+    traceparent: TraceParent | SkipJsonSchema[None] = None
+    """The platform's W3C trace context (`00-<trace id>-<parent id>-<flags>`): every event, the
+    result and every host journal entry of the run carry its trace id. Without it the driver
+    starts a trace of its own."""
+
+    @field_validator("traceparent")
+    @classmethod
+    def _ids_not_zero(cls, value: str | None) -> str | None:
+        if value is not None and any(set(part) == {"0"} for part in value.split("-")[1:3]):
+            raise ValueError("a trace id or parent id of zeros only is invalid (W3C trace context)")
+        return value
+
+    @cached_property
+    def trace_id(self) -> str:
+        """The run's trace id: the traceparent's, else a new one (128 random bits, as hex)."""
+        return self.traceparent.split("-")[1] if self.traceparent else secrets.token_hex(16)
 
     def allocation(self, allocation_id: UUID) -> Allocation | None:
         return self._allocations_by_id.get(allocation_id)

@@ -154,6 +154,13 @@ def check_the_journal_of(
             assert entry["SLURM_APP_OPERATION"] == kind
             assert entry["SLURM_APP_INSTANCE_ID"] == request["instance"]["id"]
             assert entry["SYSLOG_IDENTIFIER"] == "slurm-app"
+        # each run's one trace, from its start on (the lab's requests carry no traceparent: the
+        # driver started one per run)
+        run_traces = [e["SLURM_APP_TRACE_ID"] for e in entries]
+        assert all(re.fullmatch("[0-9a-f]{32}", trace) for trace in run_traces), run_traces
+        starts = [i for i, e in enumerate(entries) if e["SLURM_APP_EVENT"] == "start"]
+        for begin, end in zip(starts, [*starts[1:], len(entries)], strict=True):
+            assert len(set(run_traces[begin:end])) == 1, (host, entries)
         steps += [{"host": host, **e} for e in entries if e["SLURM_APP_EVENT"] == "step"]
     return steps
 

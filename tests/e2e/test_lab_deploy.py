@@ -177,6 +177,16 @@ def test_deploy_succeeds_with_a_complete_result(deployed):
     assert stream[1] == lifecycle[0] and stream[-3] == lifecycle[1]
     assert lifecycle[1]["instance"] == {"id": request["instance"]["id"], "status": "running",
                                         "health": "healthy"}  # fmt: skip
+    # one trace per run (the driver started each): every event, the result, each host's
+    # journal, which holds both runs of the request
+    (trace,) = {e["trace_id"] for e in stream}
+    (again,) = {e["trace_id"] for e in events(deployed["second"].stdout)}
+    assert result["trace_id"] == trace and again != trace
+    for host in ("e2e-ctl", "e2e-w01"):
+        journaled = journal_of(SPEC.name, host, "deploy")[1]
+        assert [e["SLURM_APP_TRACE_ID"] for e in journaled if e["SLURM_APP_EVENT"] != "step"] == [
+            trace, trace, again, again
+        ]  # fmt: skip
     assert stream[-1]["event"] == "operation.result"
     assert result["status"] == "succeeded" and result["error"] is None
     assert result["instance"]["status"] == "running"

@@ -89,7 +89,10 @@ def test_the_runs_identity_is_in_every_changing_inventory_and_out_of_the_converg
         "correlation_id": request.correlation_id,
         "instance_id": str(request.instance.id),
         "app_slug": "slurm-reference",
+        "trace_id": request.trace_id,
     }
+    # the request carries no traceparent: the driver's own trace, 128 random bits
+    assert re.fullmatch("[0-9a-f]{32}", request.trace_id)
     patterns = [
         yaml.safe_load((ROOT / "roles/open_ondemand/vars/main.yml").read_text())[
             "__open_ondemand_converge_scope"
@@ -124,6 +127,7 @@ def test_the_module_sends_one_entry_and_changes_nothing(tmp_path, monkeypatch):
     identity = {
         "operation_id": "op-1", "operation": "deploy", "correlation_id": "corr-1",
         "instance_id": "inst-1", "app_slug": "slurm-reference",
+        "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
     }  # fmt: skip
 
     def run(**params: object) -> dict:
@@ -145,7 +149,8 @@ def test_the_module_sends_one_entry_and_changes_nothing(tmp_path, monkeypatch):
         "PRIORITY=6", "SYSLOG_IDENTIFIER=slurm-app", "SLURM_APP_EVENT=step",
         "SLURM_APP_OPERATION_ID=op-1", "SLURM_APP_OPERATION=deploy",
         "SLURM_APP_CORRELATION_ID=corr-1", "SLURM_APP_INSTANCE_ID=inst-1",
-        "SLURM_APP_APP=slurm-reference", "SLURM_APP_STEP=slurmctld restart",
+        "SLURM_APP_APP=slurm-reference", "SLURM_APP_TRACE_ID=4bf92f3577b34da6a3ce929d0e0e4736",
+        "SLURM_APP_STEP=slurmctld restart",
     ]  # fmt: skip
     # a failed end is a warning, and carries its outcome
     assert run(operation=identity, event="end", outcome="failed")["written"] is True

@@ -1,6 +1,7 @@
 """`slurm-app-driver run` without containers: the lock, and a host that cannot be reached."""
 
 import json
+import re
 import resource
 import shutil
 import signal
@@ -141,6 +142,24 @@ def test_unreachable_hosts_fail_the_operation(tmp_path):
         assert event["app_instance_id"] == request["instance"]["id"]
     assert lifecycle[1]["instance"] == final["instance"]
     assert lifecycle[1]["message"] == final["error"]["message"]
+    # no traceparent in the request: the driver started a trace, one id for the whole run
+    assert len({e["trace_id"] for e in events}) == 1
+    assert re.fullmatch("[0-9a-f]{32}", events[0]["trace_id"])
+    assert final["trace_id"] == events[0]["trace_id"]
+
+
+def test_the_requests_trace_is_every_events_and_the_results(tmp_path):
+    """A request with a W3C traceparent: its trace id in every event and in the result file."""
+    path = _request(tmp_path)
+    request = json.loads(path.read_text())
+    request["traceparent"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    path.write_text(json.dumps(request))
+    result_file = tmp_path / "result.json"
+    result = _run(path, tmp_path / "state", "--result-file", str(result_file))
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    events = run_events(result.stdout)
+    assert {e["trace_id"] for e in events} == {"4bf92f3577b34da6a3ce929d0e0e4736"}
+    assert json.loads(result_file.read_text())["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
 def test_invalid_request_exits_two_before_any_host(tmp_path):

@@ -18,7 +18,7 @@ options:
   operation:
     description:
       - The run's identity, as the driver gives it (C(slurm_common_journal)) - operation_id,
-        operation, correlation_id, instance_id, app_slug.
+        operation, correlation_id, instance_id, app_slug, trace_id.
     type: dict
     required: true
   event:
@@ -63,6 +63,7 @@ IDENTITY = {
     "correlation_id": "SLURM_APP_CORRELATION_ID",
     "instance_id": "SLURM_APP_INSTANCE_ID",
     "app_slug": "SLURM_APP_APP",
+    "trace_id": "SLURM_APP_TRACE_ID",
 }
 WARNING_OUTCOMES = ("failed", "cancelled")
 
