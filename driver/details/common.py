@@ -32,6 +32,9 @@ class ConvergedBy(OutputModel):
     """The instance the operation belonged to."""
     app_slug: str
     """The app."""
+    trace_id: str | None = None
+    """The run's trace id: `journalctl SLURM_APP_TRACE_ID=<it>` on the host (null in a record
+    that a release before 1.1.0 wrote)."""
     at: str
     """When the host recorded it (UTC, ISO 8601)."""
 

@@ -35,6 +35,7 @@ CONVERGED = {
     "correlation_id": "corr-1",
     "instance_id": "5b0e8a52-0000-4000-8000-000000000001",
     "app_slug": "slurm-reference",
+    "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
     "at": "2026-12-04T05:06:07Z",
 }
 
