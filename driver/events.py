@@ -22,6 +22,7 @@ from driver.models.common import (
     Slug,
     SparseOutput,
     TraceParent,
+    traceparent_ids_valid,
 )
 from driver.models.request import MemberStatus, OperationRequest
 
@@ -71,8 +72,9 @@ class Context(OutputModel):
         instance = doc.get("instance") if isinstance(doc.get("instance"), dict) else {}
         operation = doc.get("operation") if isinstance(doc.get("operation"), dict) else {}
         traceparent = _admitted(TraceParent, doc.get("traceparent"))
+        valid = traceparent is not None and traceparent_ids_valid(traceparent)
         return cls(
-            trace_id=traceparent.split("-")[1] if traceparent else secrets.token_hex(16),
+            trace_id=traceparent.split("-")[1] if valid else secrets.token_hex(16),
             correlation_id=_admitted(Identifier, doc.get("correlation_id")),
             org_id=_admitted(Identifier, doc.get("org_id")),
             project_id=_admitted(Identifier, doc.get("project_id")),

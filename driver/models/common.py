@@ -35,6 +35,13 @@ TraceParent = Annotated[
         }
     ),
 ]
+
+
+def traceparent_ids_valid(traceparent: str) -> bool:
+    """Whether neither the trace id nor the parent id of a TraceParent is zeros only."""
+    return not any(set(part) == {"0"} for part in traceparent.split("-")[1:3])
+
+
 ComponentKey = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=32)]
 OperationType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=32)]
 FieldName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]

@@ -28,6 +28,7 @@ from driver.models.common import (
     SshHostKey,
     StrictModel,
     TraceParent,
+    traceparent_ids_valid,
 )
 
 
@@ -207,7 +208,7 @@ class OperationRequest(StrictModel):
     @field_validator("traceparent")
     @classmethod
     def _ids_not_zero(cls, value: str | None) -> str | None:
-        if value is not None and any(set(part) == {"0"} for part in value.split("-")[1:3]):
+        if value is not None and not traceparent_ids_valid(value):
             raise ValueError("a trace id or parent id of zeros only is invalid (W3C trace context)")
         return value
 

@@ -729,3 +729,13 @@ def test_the_lifecycle_event_an_operations_end_means(operation, status, instance
     decommission."""
     result = Result(status=ResultStatus(status), instance=InstanceOutcome(id="i", status=instance))
     assert lifecycle_at_end(operation, result) == event
+
+
+def test_an_invalid_requests_result_keeps_a_valid_trace_and_starts_one_for_zeros():
+    from driver.events import Context
+
+    given = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+    assert Context.salvaged(given).trace_id == "4bf92f3577b34da6a3ce929d0e0e4736"
+    zeros = {"traceparent": "00-" + "0" * 32 + "-00f067aa0ba902b7-01"}
+    started = Context.salvaged(zeros).trace_id
+    assert started != "0" * 32 and len(started) == 32 and int(started, 16) >= 0
