@@ -71,10 +71,9 @@ class Context(OutputModel):
         doc = document if isinstance(document, dict) else {}
         instance = doc.get("instance") if isinstance(doc.get("instance"), dict) else {}
         operation = doc.get("operation") if isinstance(doc.get("operation"), dict) else {}
-        traceparent = _admitted(TraceParent, doc.get("traceparent"))
-        valid = traceparent is not None and traceparent_ids_valid(traceparent)
+        traceparent = salvaged_traceparent(doc)
         return cls(
-            trace_id=traceparent.split("-")[1] if valid else secrets.token_hex(16),
+            trace_id=traceparent.split("-")[1] if traceparent else secrets.token_hex(16),
             correlation_id=_admitted(Identifier, doc.get("correlation_id")),
             org_id=_admitted(Identifier, doc.get("org_id")),
             project_id=_admitted(Identifier, doc.get("project_id")),
@@ -83,6 +82,13 @@ class Context(OutputModel):
             operation_id=_admitted(Identifier, operation.get("id")),
             operation_type=_admitted(OperationType, operation.get("type")),
         )
+
+
+def salvaged_traceparent(document: object) -> str | None:
+    """An invalid request's traceparent, where it is one the contract admits."""
+    doc = document if isinstance(document, dict) else {}
+    traceparent = _admitted(TraceParent, doc.get("traceparent"))
+    return traceparent if traceparent is not None and traceparent_ids_valid(traceparent) else None
 
 
 @functools.cache

@@ -30,6 +30,7 @@ from driver.events import (
     Result,
     ResultStatus,
     lifecycle_at_end,
+    salvaged_traceparent,
 )
 from driver.findings import Finding, render_human, render_json
 from driver.models.request import OperationRequest
@@ -39,8 +40,9 @@ from driver.runner.outcome import untouched
 from driver.runner.plan import RunPlan
 from driver.runner.progress import TextProgress
 from driver.runner.run import run_playbook
-from driver.site import load_site
+from driver.site import Traces, load_site
 from driver.task import check_task_request, run_task
+from driver.traces import OperationTrace
 
 
 class Exit(IntEnum):
@@ -164,8 +166,13 @@ def refused_run(
         touched_hosts=False,
         instance=InstanceOutcome(id=context.app_instance_id, status=InstanceStatus.UNCHANGED),
     )
+    try:
+        traces = load_site().traces
+    except CatalogError:
+        traces = Traces()  # the broken site file is what the result reports
+    trace = OperationTrace.start(traces, context, salvaged_traceparent(refusal.document))
     with _event_sink(context, fmt != "text", events_file) as sink:
-        _conclude(sink, result, result_file)
+        _conclude(sink, result, result_file, trace)
     return Exit.INVALID
 
 
@@ -177,9 +184,12 @@ def _event_sink(context: Context, emit: bool, events_file: str | None) -> Iterat
         yield EventSink(context, emit=emit, copy_to=log)
 
 
-def _conclude(sink: EventSink, result: Result, result_file: str | None) -> None:
+def _conclude(
+    sink: EventSink, result: Result, result_file: str | None, trace: OperationTrace
+) -> None:
     """How every run ends, refused or run: the instance's lifecycle event where the operation
-    changed its lifecycle state, the outcome's event, then the result."""
+    changed its lifecycle state, the outcome's event, the result, then the operation's spans
+    (the platform has its result before the driver waits for the trace collector)."""
     result = result.model_copy(update={"trace_id": sink.context.trace_id})
     succeeded = result.status == ResultStatus.SUCCEEDED
     lifecycle = lifecycle_at_end(sink.context.operation_type, result)
@@ -194,6 +204,7 @@ def _conclude(sink: EventSink, result: Result, result_file: str | None) -> None:
     sink(EventType.OPERATION_RESULT, result=result)
     if result_file:
         Path(result_file).write_text(result.model_dump_json(indent=2) + "\n")
+    trace.end(result)
 
 
 def execute(
@@ -205,6 +216,7 @@ def execute(
     text = fmt == "text"
     console = terminal.console(sys.stdout)
     with _event_sink(Context.of(request), not text, events_file) as sink:
+        trace = OperationTrace.start(load_site().traces, sink.context, request.traceparent)
         code = Exit.OK
         # Whether a playbook was started: before that, a failure has touched no host.
         started = False
@@ -217,9 +229,9 @@ def execute(
                 started = True
                 if text:
                     with TextProgress(console, plan.plays, len(plan.inventory.hosts)) as progress:
-                        result = run_playbook(plan, sink, progress, cancelled)
+                        result = run_playbook(plan, sink, progress, cancelled, trace)
                 else:
-                    result = run_playbook(plan, sink, cancelled=cancelled)
+                    result = run_playbook(plan, sink, cancelled=cancelled, trace=trace)
         except InstanceBusy as exc:
             result = untouched(request, ErrorInfo(code="instance_busy", message=str(exc)))
         except Exception as exc:  # the platform must always get a result
@@ -240,7 +252,7 @@ def execute(
             code = Exit.BUSY
         if result.status != ResultStatus.SUCCEEDED and code == Exit.OK:
             code = Exit.FAILED
-        _conclude(sink, result, result_file)
+        _conclude(sink, result, result_file, trace)
     if text:
         render_result(console, request, result)
     return code

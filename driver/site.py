@@ -46,13 +46,18 @@ def _refuse_incomplete_artifact(source: str, artifact: str | None, sha256: str |
 
 
 DebianName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.+-]{0,63}$")]
+# a host, an optional port and a plain path: no credentials, query or fragment in a URL the site
+# names (a collector's token goes in the SDK's header variable, not in the URL)
+HttpUrl = Annotated[
+    str, Field(pattern=r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?$")
+]
 
 
 class AptRepository(StrictModel):
     """One suite of an APT repository that the hosts trust for the named packages only: apt
     pins every other package of the suite at -1, so nothing else of it is ever installed."""
 
-    uri: str = Field(pattern=r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?$")
+    uri: HttpUrl
     suite: DebianName
     components: list[DebianName] = Field(default_factory=lambda: ["main"], min_length=1)
     packages: list[DebianName] = Field(min_length=1)
@@ -141,10 +146,25 @@ class Lease(StrictModel):
         return f"driver-{hashlib.sha256(installation.encode()).hexdigest()[:12]}"
 
 
+class Traces(StrictModel):
+    """Where the driver sends each operation's spans: OTLP over HTTP (protobuf), through
+    OpenTelemetry's SDK. `otlp_endpoint`: the collector's full traces URL, such as
+    `http://collector:4318/v1/traces`; none (the default) sends no span, and the trace id is
+    in the events, the result and the host journal all the same. `timeout_s`: the longest an
+    operation waits for the collector at its end (an export that fails is said on the driver's
+    stderr and fails nothing). The collector's credentials and CA come from the SDK's own
+    variables in the driver's environment (OTEL_EXPORTER_OTLP_TRACES_HEADERS,
+    OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE), never from this file."""
+
+    otlp_endpoint: HttpUrl | None = None
+    timeout_s: float = Field(default=5.0, gt=0, le=60)
+
+
 class Site(StrictModel):
     backups: Backups = Backups()
     runs: Runs = Runs()
     lease: Lease = Lease()
+    traces: Traces = Traces()
     grafana: PackageSource = PackageSource()
     dcgm_exporter: PackageSource = PackageSource()
     # artifact: a .tar.gz of a flat APT repository (folder ood-repository) with ondemand and

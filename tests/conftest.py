@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,47 @@ def example(name: str) -> dict:
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+class OtlpReceiver:
+    """tests/otlp_receiver.py's process: the spans it received so far."""
+
+    def __init__(self, folder: Path) -> None:
+        self.spans_file = folder / "spans.jsonl"
+        port_file = folder / "port"
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "tests" / "otlp_receiver.py"),
+                str(self.spans_file),
+                str(port_file),
+            ]
+        )
+        deadline = time.monotonic() + 30
+        while not port_file.is_file() or not port_file.read_text():
+            assert self.process.poll() is None, "the OTLP receiver did not start"
+            assert time.monotonic() < deadline, "the OTLP receiver did not say its port"
+            time.sleep(0.1)
+        self.endpoint = f"http://127.0.0.1:{port_file.read_text()}/v1/traces"
+
+    def spans(self, trace_id: str | None = None) -> list[dict]:
+        lines = self.spans_file.read_text().splitlines()
+        found = [json.loads(line) for line in lines if line.strip()]
+        return [span for span in found if trace_id is None or span["trace_id"] == trace_id]
+
+    def site_file(self, folder: Path) -> Path:
+        """A site.yaml that sends the driver's spans here."""
+        path = folder / "site.yaml"
+        path.write_text(json.dumps({"traces": {"otlp_endpoint": self.endpoint}}))
+        return path
+
+
+@pytest.fixture
+def otlp_receiver(tmp_path_factory):
+    receiver = OtlpReceiver(tmp_path_factory.mktemp("otlp"))
+    yield receiver
+    receiver.process.terminate()
+    receiver.process.wait(timeout=10)
 
 
 @pytest.fixture(scope="session")

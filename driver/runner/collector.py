@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from driver.events import ErrorInfo, EventSink, EventType, HostStats, connection_reason
+from driver.traces import OperationTrace
 
 # How a playbook marks a failure it reports on purpose: a fail or assert task whose msg starts
 # "[drain_timeout] node w01 still ...". Nothing else a host prints (a module's output, stderr,
@@ -31,10 +32,14 @@ class Collector:
     """Turns ansible-runner events into ours; keeps nothing of task results but names and msg."""
 
     def __init__(
-        self, sink: EventSink, on_progress: Callable[[str, dict[str, Any]], None] | None
+        self,
+        sink: EventSink,
+        on_progress: Callable[[str, dict[str, Any]], None] | None,
+        trace: OperationTrace | None = None,
     ) -> None:
         self.sink = sink
         self.on_progress = on_progress
+        self.trace = trace or OperationTrace(None, None)
         self.play = ""
         # every play started so far, in order (the lease's keeper reads it from its thread)
         self.plays_started: list[str] = []
@@ -98,19 +103,28 @@ class Collector:
             self.play = data.get("play", "")
             self.plays_started.append(self.play)
             self.sink(EventType.PLAY_STARTED, play=self.play)
-        elif kind == "playbook_on_task_start":
+            self.trace.play(self.play, str(data.get("play_pattern") or ""))
+        elif kind in ("playbook_on_task_start", "playbook_on_handler_task_start"):
+            # a handler's failure is its own, not the task's before it
             self.task = data.get("task", "")
             self.sink(EventType.TASK_STARTED, play=self.play, task=self.task)
+            self.trace.task(self.task, str(data.get("task_action") or ""))
         elif kind == "runner_on_ok":
             changed = bool((data.get("res") or {}).get("changed"))
+            self.trace.host(host, "changed" if changed else "ok")
             self.sink(
                 EventType.HOST_CHANGED if changed else EventType.HOST_OK,
                 play=self.play,
                 task=self.task,
                 host=host,
             )
-        elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+        elif kind == "runner_on_skipped":
+            self.trace.host(host, "skipped")
+        elif kind == "runner_on_failed" and data.get("ignore_errors"):
+            self.trace.host(host, "ignored")
+        elif kind == "runner_on_failed":
             message = self._failure_message(data)
+            self.trace.host(host, "failed", message)
             self.sink(
                 EventType.HOST_FAILED, play=self.play, task=self.task, host=host, message=message
             )
@@ -131,6 +145,7 @@ class Collector:
                     f"{self.task}: the host did not present the SSH host key the request "
                     "carries for it; nothing was sent to it"
                 )
+            self.trace.host(host, "unreachable", message)
             self.sink(
                 EventType.HOST_UNREACHABLE,
                 play=self.play,

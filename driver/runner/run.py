@@ -28,6 +28,7 @@ from driver.runner.locks import renewal_tree_lock, tree_lock
 from driver.runner.outcome import adapter_detail, member_statuses, untouched
 from driver.runner.plan import RunPlan
 from driver.site import Runs, load_site
+from driver.traces import OperationTrace
 
 
 def ansible_playbook() -> Path | None:
@@ -233,6 +234,7 @@ def run_playbook(
     sink: EventSink,
     on_progress: Callable[[str, dict[str, Any]], None] | None = None,
     cancelled: Callable[[], bool] = lambda: False,
+    trace: OperationTrace | None = None,
 ) -> Result:
     request, inventory, playbook = plan.request, plan.inventory, plan.playbook
     root = bundle_root()
@@ -255,7 +257,7 @@ def run_playbook(
         )
     if cancelled():
         return untouched(request, ErrorInfo(code="cancelled", message="cancelled before start"))
-    collector = Collector(sink, on_progress)
+    collector = Collector(sink, on_progress, trace)
     started = time.monotonic()
     instance_id = str(plan.request.instance.id)
     with run_dir(instance_id) as (private_dir, control_dir):
@@ -300,7 +302,7 @@ def run_playbook(
                 outcome = {"successful": "succeeded", "canceled": "cancelled"}.get(runner.status)
                 launch.run(
                     root / JOURNAL_PLAYBOOK,
-                    Collector(EventSink(sink.context, emit=False), None),
+                    Collector(EventSink(sink.context, emit=False), None, trace),
                     lambda: False,
                     extravars={
                         "slurm_common_journal_outcome": outcome or "failed",

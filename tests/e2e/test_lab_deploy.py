@@ -278,14 +278,20 @@ def test_a_job_runs_across_both_workers(deployed):
     assert sorted(line.split(": ", 1)[1] for line in output.splitlines()) == ["e2e-w01", "e2e-w02"]
 
 
-def test_no_secret_in_output_events_or_disk(deployed):
+def _lab_secrets() -> list[bytes]:
+    """The munge key, the SSH key, the planted platform token and the webhook's, whole and in
+    part: none may appear in anything the driver writes or sends."""
     controller = lab.controller_container(SPEC.name)
     munge_key = controller.exec_run(["cat", "/etc/munge/munge.key"]).output
     assert len(munge_key) >= 32
     ssh_key = (lab_spec.key_dir(SPEC.name) / "id_ed25519").read_bytes()
     ssh_body = b"".join(ssh_key.splitlines()[1:-1])
     secrets = [munge_key, munge_key[100:160], ssh_body, ssh_body[20:80], PLANTED[1].encode()]
-    secrets.append(WEBHOOK_TOKEN.encode())
+    return [*secrets, WEBHOOK_TOKEN.encode()]
+
+
+def test_no_secret_in_output_events_or_disk(deployed):
+    secrets = _lab_secrets()
     outputs = [
         deployed[run].stdout.encode() + deployed[run].stderr.encode() for run in ("first", "second")
     ]
@@ -584,6 +590,62 @@ def test_drain_waits_for_jobs_never_kills_one_and_resume_returns_the_node(deploy
     assert on("e2e-ctl", "sinfo -h -n e2e-w01 -o %T").strip() == "idle"
     code, result = operation(deployed, "resume_worker", "e2e-w01")
     assert code == 0 and result["changed"] == 0, result
+
+
+def test_a_failed_operation_is_traced_from_its_result_to_the_hosts(deployed, otlp_receiver):
+    """docs/operations.md's triage path, correlation first, on a drain that times out: the
+    result's trace id is the request's; the spans reach the site's OTLP collector, the failed
+    task's naming the host; the host journal finds the run's entries by the same id."""
+    job = submit("-w", "e2e-w02", "--wrap", "'sleep 30'")
+    wait_on("e2e-ctl", f"squeue -h -j {job} -t R | grep -q .")
+    request = lab_requests.operation_request(
+        SPEC.name, "drain_worker", "e2e-w02", {"drain_timeout_s": 2, "reason": "triage: e2e"}
+    )
+    trace_id = os.urandom(16).hex()
+    data = json.loads(request.read_text())
+    data["traceparent"] = f"00-{trace_id}-{os.urandom(8).hex()}-01"
+    request.write_text(json.dumps(data))
+    site = yaml.safe_load((deployed["state"] / "site.yaml").read_text()) or {}
+    site["traces"] = {"otlp_endpoint": otlp_receiver.endpoint}
+    site_file = deployed["state"].parent / "site-with-traces.yaml"
+    site_file.write_text(yaml.safe_dump(site))
+    events_file = deployed["state"].parent / "drain-events.jsonl"
+    ran = console_script(
+        "run", str(request), "--events-file", str(events_file),
+        env={**deployed["env"], "SLURM_APP_SITE": str(site_file)}, timeout=600,
+    )  # fmt: skip
+    try:
+        assert ran.returncode == 1, ran.stdout[-3000:] + ran.stderr[-2000:]
+        result = run_events(ran.stdout)[-1]["result"]
+        assert result["error"]["code"] == "drain_timeout" and result["trace_id"] == trace_id
+        # the event timeline: every event of the run carries the trace id
+        timeline = [json.loads(line) for line in events_file.read_text().splitlines()]
+        assert {event["trace_id"] for event in timeline} == {trace_id}
+        # the trace: the failed task's span names the host the result names
+        spans = otlp_receiver.spans(trace_id)
+        failed = [span for span in spans if span["attributes"].get("ansible.task.hosts_failed")]
+        assert [span["attributes"]["ansible.task.hosts_failed"] for span in failed] == [
+            [result["error"]["host"]]
+        ], [span["name"] for span in failed]
+        assert failed[0]["status"]["code"] == 2 and job in failed[0]["status"]["message"]
+        hosts = {
+            host for span in spans for host in span["attributes"].get("ansible.task.hosts", [])
+        }
+        # a drain works through the controller alone
+        assert hosts == {"e2e-ctl"}
+        # the host journal, by the trace id alone
+        entries = on(
+            result["error"]["host"],
+            f"journalctl --no-pager -o json SLURM_APP_TRACE_ID={trace_id}",
+        ).splitlines()
+        kinds = [json.loads(line)["SLURM_APP_EVENT"] for line in entries if line.startswith("{")]
+        assert kinds[0] == "start" and kinds[-1] == "end", kinds
+        sent = otlp_receiver.spans_file.read_bytes() + ran.stderr.encode()
+        assert not [secret for secret in _lab_secrets() if secret in sent]
+    finally:
+        on("e2e-ctl", f"scancel {job}")
+        code, resumed = operation(deployed, "resume_worker", "e2e-w02")
+        assert code == 0, resumed
 
 
 def test_a_busy_node_is_named_not_waited_for(deployed):

@@ -14,7 +14,7 @@ LAYERS = [
     ("driver.models", "driver.findings", "driver.details", "driver.terminal", "driver.arguments"),
     ("driver.documents", "driver.events", "driver.inventory"),
     ("driver.schema_check", "driver.catalog"),
-    ("driver.site", "driver.role_code"),
+    ("driver.site", "driver.role_code", "driver.traces"),
     ("driver.apps", "driver.lint"),
     ("driver.request_check",),
     ("driver.runner", "driver.task"),

@@ -18,6 +18,9 @@ from conftest import ROOT, example, run_events
 from driver.runner.locks import instance_lock
 from driver.runner.run import file_size_limit
 
+# a W3C traceparent as the platform would send it: trace id, then its own span's id
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
 
 def _request(tmp_path: Path) -> Path:
     """A deploy whose key lies in its instance's folder under the credentials root tmp_path."""
@@ -152,7 +155,7 @@ def test_the_requests_trace_is_every_events_and_the_results(tmp_path):
     """A request with a W3C traceparent: its trace id in every event and in the result file."""
     path = _request(tmp_path)
     request = json.loads(path.read_text())
-    request["traceparent"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    request["traceparent"] = TRACEPARENT
     path.write_text(json.dumps(request))
     result_file = tmp_path / "result.json"
     result = _run(path, tmp_path / "state", "--result-file", str(result_file))
@@ -160,6 +163,104 @@ def test_the_requests_trace_is_every_events_and_the_results(tmp_path):
     events = run_events(result.stdout)
     assert {e["trace_id"] for e in events} == {"4bf92f3577b34da6a3ce929d0e0e4736"}
     assert json.loads(result_file.read_text())["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def test_the_operation_plays_and_tasks_reach_the_sites_trace_collector(tmp_path, otlp_receiver):
+    """Spans through the SDK's OTLP exporter to a receiver process: the operation's span is the
+    request's traceparent's child, each play its child, each task its play's, naming hosts."""
+    path = _request(tmp_path)
+    request = json.loads(path.read_text())
+    request["traceparent"] = TRACEPARENT
+    path.write_text(json.dumps(request))
+    site = otlp_receiver.site_file(tmp_path)
+    result = _run(path, tmp_path / "state", SLURM_APP_SITE=str(site))
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    events = run_events(result.stdout)
+    spans = otlp_receiver.spans("4bf92f3577b34da6a3ce929d0e0e4736")
+    by_id = {span["span_id"]: span for span in spans}
+    [operation] = [span for span in spans if span["parent_span_id"] == "00f067aa0ba902b7"]
+    assert operation["name"] == "deploy slurm-reference"
+    assert operation["resource"]["service.name"] == "slurm-app-driver"
+    attributes = operation["attributes"]
+    assert attributes["slurm_app.correlation_id"] == request["correlation_id"]
+    assert attributes["slurm_app.app_instance_id"] == request["instance"]["id"]
+    assert attributes["slurm_app.operation_id"] == request["operation"]["id"]
+    assert attributes["slurm_app.result.status"] == "failed"
+    assert attributes["slurm_app.error.code"] == "host_unreachable"
+    assert operation["status"]["code"] == 2  # STATUS_CODE_ERROR
+    assert operation["status"]["message"] == events[-1]["result"]["error"]["message"]
+    plays = [span for span in spans if span["parent_span_id"] == operation["span_id"]]
+    started = [e["play"] for e in events if e["event"] == "play.started"]
+    assert sorted(span["name"] for span in plays) == sorted(started)
+    tasks = [span for span in spans if by_id.get(span["parent_span_id"]) in plays]
+    assert {span["name"] for span in tasks} == {
+        e["task"] for e in events if e["event"] == "task.started"
+    }
+    unreachable = [span for span in tasks if "ansible.task.hosts_unreachable" in span["attributes"]]
+    assert unreachable, [span["attributes"] for span in tasks]
+    for span in unreachable:
+        assert span["status"]["code"] == 2
+        named = set(span["attributes"]["ansible.task.hosts_unreachable"])
+        assert named <= {"slurm-ctl", "gpu-01", "gpu-02"}
+    assert {
+        host
+        for span in unreachable
+        for host in span["attributes"]["ansible.task.hosts_unreachable"]
+    } == {"slurm-ctl", "gpu-01", "gpu-02"}
+    for span in spans:
+        assert span["start_ns"] <= span["end_ns"]
+        parent = by_id.get(span["parent_span_id"])
+        if parent is not None:
+            assert parent["start_ns"] <= span["start_ns"] and span["end_ns"] <= parent["end_ns"]
+    # nothing of the request's key reaches the collector
+    key = Path(request["credentials"]["ssh_private_key_file"])
+    assert str(key) not in otlp_receiver.spans_file.read_text()
+
+
+def test_without_a_traceparent_the_drivers_trace_is_the_spans(tmp_path, otlp_receiver):
+    result = _run(
+        _request(tmp_path),
+        tmp_path / "state",
+        SLURM_APP_SITE=str(otlp_receiver.site_file(tmp_path)),
+    )
+    trace_id = run_events(result.stdout)[0]["trace_id"]
+    spans = otlp_receiver.spans()
+    assert spans and {span["trace_id"] for span in spans} == {trace_id}
+    assert [span["name"] for span in spans if not span["parent_span_id"]] == [
+        "deploy slurm-reference"
+    ]
+
+
+def test_a_refused_request_has_its_span_and_a_dead_collector_fails_nothing(tmp_path, otlp_receiver):
+    path = _request(tmp_path)
+    data = json.loads(path.read_text())
+    data["traceparent"] = TRACEPARENT
+    data["allocations"][0]["project_id"] = "someone-else"
+    path.write_text(json.dumps(data))
+    site = otlp_receiver.site_file(tmp_path)
+    result = _run(path, tmp_path / "state", SLURM_APP_SITE=str(site))
+    assert result.returncode == 2, result.stderr
+    [span] = otlp_receiver.spans()
+    assert span["parent_span_id"] == "00f067aa0ba902b7"
+    assert span["attributes"]["slurm_app.error.code"] == "invalid_request"
+    # the platform's sampling decision holds: a traceparent flagged "not sampled" sends nothing
+    data["traceparent"] = TRACEPARENT[:-2] + "00"
+    path.write_text(json.dumps(data))
+    result = _run(path, tmp_path / "state", SLURM_APP_SITE=str(site))
+    assert result.returncode == 2 and len(otlp_receiver.spans()) == 1, result.stderr
+    # the collector gone: the operation ends as it would, with its result, and says why on
+    # the driver's stderr
+    otlp_receiver.process.terminate()
+    otlp_receiver.process.wait(timeout=10)
+    data["traceparent"] = TRACEPARENT
+    path.write_text(json.dumps(data))
+    site.write_text(
+        json.dumps({"traces": {"otlp_endpoint": otlp_receiver.endpoint, "timeout_s": 1}})
+    )
+    result = _run(path, tmp_path / "state", SLURM_APP_SITE=str(site))
+    assert result.returncode == 2, result.stderr
+    assert run_events(result.stdout)[-1]["result"]["error"]["code"] == "invalid_request"
+    assert "slurm-app-driver: traces:" in result.stderr, result.stderr
 
 
 def test_invalid_request_exits_two_before_any_host(tmp_path):
