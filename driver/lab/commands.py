@@ -38,8 +38,10 @@ def _lab() -> ModuleType | int:
     return lab
 
 
-def _out() -> Console:
-    return terminal.console(sys.stdout)
+def _out(fmt: str = "text") -> Console:
+    """Where the lab's lines for people go: stdout, unless stdout carries JSON (`--format
+    json`: one document, or the run's JSON lines, and nothing else)."""
+    return terminal.console(sys.stdout if fmt == "text" else sys.stderr)
 
 
 def _failed(exc: LabError) -> int:
@@ -94,7 +96,7 @@ def lab_up(args: argparse.Namespace) -> int:
     config = _config(args.config)
     if isinstance(config, str):
         return usage(config, args.format)
-    console, failed = _out(), terminal.console(sys.stderr)
+    console, failed = _out(args.format), terminal.console(sys.stderr)
     spec = lab_spec.LabSpec(
         name=args.name,
         workers=args.workers,
@@ -198,7 +200,7 @@ def lab_op(args: argparse.Namespace) -> int:
         )
     except LabError as exc:
         return _failed(exc)
-    _out().print(f"request: {request}", highlight=False, markup=False, soft_wrap=True)
+    _out(args.format).print(f"request: {request}", highlight=False, markup=False, soft_wrap=True)
     stem = request.with_suffix("")
     loaded = load_checked(str(request), files=True)
     if isinstance(loaded, Refusal):

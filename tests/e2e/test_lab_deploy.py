@@ -638,14 +638,24 @@ def test_a_failed_operation_is_traced_from_its_result_to_the_hosts(deployed, otl
             result["error"]["host"],
             f"journalctl --no-pager -o json SLURM_APP_TRACE_ID={trace_id}",
         ).splitlines()
-        kinds = [json.loads(line)["SLURM_APP_EVENT"] for line in entries if line.startswith("{")]
+        journal = [json.loads(line) for line in entries if line.startswith("{")]
+        kinds = [entry["SLURM_APP_EVENT"] for entry in journal]
         assert kinds[0] == "start" and kinds[-1] == "end", kinds
+        # the writer's process is named without the driver's user and host (Mitogen's default
+        # names them: python3(mitogen:root@driverhost:571))
+        assert {entry["_CMDLINE"] for entry in journal} == {"/usr/bin/python3(mitogen:ansible)"}
         sent = otlp_receiver.spans_file.read_bytes() + ran.stderr.encode()
         assert not [secret for secret in _lab_secrets() if secret in sent]
     finally:
         on("e2e-ctl", f"scancel {job}")
-        code, resumed = operation(deployed, "resume_worker", "e2e-w02")
-        assert code == 0, resumed
+        # `lab op --format json`, as an operator pipes it: JSON lines on stdout, nothing else
+        resumed = console_script(
+            "lab", "op", "resume_worker", "--name", SPEC.name, "--target", "e2e-w02",
+            "--format", "json", env={"PATH": "/usr/bin:/bin"}, timeout=600,
+        )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert run_events(resumed.stdout)[-1]["result"]["status"] == "succeeded"
+    assert "request: " in resumed.stderr
 
 
 def test_a_busy_node_is_named_not_waited_for(deployed):

@@ -43,6 +43,8 @@ def test_deploy_separate_touches_controller_and_initial_workers():
         "root",
     )
     assert host["ansible_ssh_private_key_file"].endswith("/id_ed25519")
+    # the e2e test reads the name the host's process gets from it: no user or host of the driver
+    assert host["mitogen_mask_remote_name"] is True
 
 
 def test_deploy_same_node_makes_the_controller_a_worker():
