@@ -25,6 +25,7 @@ from driver.models.common import (
     traceparent_ids_valid,
 )
 from driver.models.request import MemberStatus, OperationRequest
+from driver.models.sources import Source
 
 
 class Context(OutputModel):
@@ -253,6 +254,10 @@ class Result(OutputModel):
     docs/platform-contract.md)."""
     trace_id: str | None = None
     """The run's trace id, as every event of the run carries it."""
+    sources: list[Source] | None = None
+    """What an operation that installs software installed from, as the source policy allowed
+    it (the site's deny list, then the request's `source_policy`); null for one that installs
+    nothing."""
 
 
 class Event(Context):

@@ -97,6 +97,13 @@ HINTS: dict[str, str] = {
     "workers have (its interactive_runtimes)",
     "secret-file": "the referenced secret file must exist, be a regular file and not be "
     "readable by group or others",
+    "source-denied": "the platform's deny list (its site settings) refuses the source, "
+    "whatever the project allows: choose another source in the site settings, or leave out "
+    "what needs it",
+    "source-not-allowed": "each source the operation installs from must match a rule of the "
+    "request's source_policy.allow",
+    "source-unpinned": "an artifact is taken only by its sha256: the site settings' "
+    "bootstrap_sha256 (a vendor's repository) or sha256 (an archive)",
     "more-findings": "fix the findings listed and validate again: the rest follow",
 }
 

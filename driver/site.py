@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from driver.catalog import CatalogError, state_dir
 from driver.models.common import AbsolutePath, StrictModel
+from driver.models.sources import SourceRule
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
@@ -160,11 +161,21 @@ class Traces(StrictModel):
     timeout_s: float = Field(default=5.0, gt=0, le=60)
 
 
+class SiteSources(StrictModel):
+    """The platform's layer of the source policy. `deny`: the global hard-deny; a source any
+    rule matches is refused for every request, whatever its project overlay allows.
+    `npm_registry`: the platform's blessed npm registry (code-server, the vscode runtime)."""
+
+    deny: list[SourceRule] = Field(default_factory=list, max_length=256)
+    npm_registry: HttpUrl = "https://registry.npmjs.org/"
+
+
 class Site(StrictModel):
     backups: Backups = Backups()
     runs: Runs = Runs()
     lease: Lease = Lease()
     traces: Traces = Traces()
+    sources: SiteSources = SiteSources()
     grafana: PackageSource = PackageSource()
     dcgm_exporter: PackageSource = PackageSource()
     # artifact: a .tar.gz of a flat APT repository (folder ood-repository) with ondemand and

@@ -9,12 +9,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from driver.apps.sources import NeededSource
 from driver.details.common import CommonDetail
 from driver.documents import LinePath
 from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory
 from driver.models.manifest import Version
 from driver.models.request import MemberStatus, OperationRequest
+from driver.site import Site
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,14 @@ class AppAdapter:
         """Hosts the run went on without because they did not answer, where the operation
         does not end their members (a start, stop or restart): those members are failed."""
         return set()
+
+    def sources(
+        self, request: OperationRequest, version: Version, site: Site
+    ) -> list[NeededSource]:
+        """The sources the operation installs from (driver/apps/sources.py names them all):
+        request_check holds each to the site's deny list and the request's overlay, and the
+        result lists them. None for an operation that installs nothing."""
+        return []
 
     def previews(self, request: OperationRequest) -> bool:
         """Whether the request only previews its operation: the run must change nothing, and

@@ -30,6 +30,7 @@ from driver.models.common import (
     TraceParent,
     traceparent_ids_valid,
 )
+from driver.models.sources import SourcePolicy
 
 
 class MemberStatus(StrEnum):
@@ -200,6 +201,11 @@ class OperationRequest(StrictModel):
     """Every allocation the placement, members, targets or linked instances name."""
     credentials: Credentials
     """Where the SSH key and the secrets are on the driver's host."""
+    source_policy: SourcePolicy | SkipJsonSchema[None] = None
+    """The project's overlay on the platform's sources: the sources the project allows. Each
+    source the operation installs from must match one of its rules; it narrows the platform's
+    sources and never broadens them past the platform's deny list. Absent: the platform's
+    sources, less its deny list."""
     traceparent: TraceParent | SkipJsonSchema[None] = None
     """The platform's W3C trace context (`00-<trace id>-<parent id>-<flags>`): every event, the
     result and every host journal entry of the run carry its trace id. Without it the driver

@@ -20,11 +20,12 @@ from driver.documents import Document
 from driver.findings import Finding, bounded
 from driver.models.manifest import Version
 from driver.models.request import OperationRequest
-from driver.request_check import addresses, linked, members, targets
+from driver.request_check import addresses, linked, members, sources, targets
 from driver.request_check.credentials import check_files, inline_secrets, secret_refs
 from driver.request_check.rules import Rules
 from driver.request_check.versions import checked_version
 from driver.schema_check import schema_findings, shipped_schema
+from driver.site import load_site
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -130,6 +131,7 @@ def _checked_request(doc: Document, files: bool) -> RequestCheck:
     if linked.linked_instances(rules):
         for violation in adapter_for(loaded.entry.slug).rules(request, version):
             rules.add(violation.code, violation.path, violation.message)
+    sources.source_policy(rules, load_site())
     if not request.credentials.secrets_dir:
         for path, _name in secret_refs(request.instance.config, ("instance", "config")):
             rules.add(

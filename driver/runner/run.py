@@ -356,6 +356,8 @@ def run_playbook(
             message=f"{request.operation.type} is read-only (or a preview) but changed "
             f"{result.changed} task(s)",
         )
+    installed_from = plan.adapter.sources(request, plan.version, load_site())
+    result.sources = [needed.source for needed in installed_from] or None
     member_statuses(plan, result, failed, collector.artifact_data)
     result.adapter_detail = adapter_detail(plan, collector.artifact_data, failed)
     return result

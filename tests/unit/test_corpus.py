@@ -67,7 +67,13 @@ def test_manifest_case(case, tmp_path):
 
 
 @pytest.mark.parametrize("case", REQUEST_CASES, ids=lambda c: c["name"])
-def test_request_case(case):
+def test_request_case(case, tmp_path, monkeypatch):
+    # the platform's site settings the case names (its deny list, its sources), else none:
+    # never the machine's own
+    site = tmp_path / "site.yaml"
+    if "site" in case:
+        site.write_text(yaml.safe_dump(case["site"]))
+    monkeypatch.setenv("SLURM_APP_SITE", str(site))
     if "text" in case:
         text = case["text"]
     else:

@@ -75,6 +75,17 @@ def role_files(entries: set[tuple[str, str]]) -> list[Path]:
     return seen
 
 
+def installs_software(path: Path) -> bool:
+    """A task file with a step that installs: apt with any state but absent, slurm_install."""
+    document = yaml.safe_load(path.read_text())
+    if found(document, "slurm_install"):
+        return True
+    return any(
+        isinstance(apt, dict) and apt.get("state", "present") != "absent"
+        for apt in found(document, "ansible.builtin.apt")
+    )
+
+
 def shown(playbook: Path) -> OperationTraits:
     files = closure(playbook)
     # member_report.yml reads whichever parts its caller names: the caller's parts count
@@ -108,6 +119,7 @@ def shown(playbook: Path) -> OperationTraits:
         # the joined workers' plays run over the group of those prepared in this run
         reports_joined_workers="slurm_app_prepared" in plays,
         leaves_workers_behind=ROOT / "playbooks" / "lifecycle.yml" in files,
+        installs=any(installs_software(path) for path in [*files, *role_files(roles)]),
     )
 
 

@@ -124,6 +124,17 @@ def test_unreachable_hosts_fail_the_operation(tmp_path):
     statuses = {m["member_id"]: m["status"] for m in final["members"]}
     assert statuses == {"m-ctl": "failed", "m-w1": "failed", "m-w2": "failed"}
     assert final["hosts"]["slurm-ctl"]["unreachable"] == 1
+    # what the deploy installs from, as the source policy resolved it (no site: Debian's own)
+    assert final["sources"] == [
+        {
+            "name": "debian",
+            "kind": "apt",
+            "location": "the Debian mirror each host is configured with",
+            "host": None,
+            "checksum": None,
+            "purpose": "munge, Slurm, MariaDB, Prometheus and node_exporter",
+        }
+    ]
     # the platform's lifecycle (product spec 004): requested when the deploy started, failed
     # before the outcome, each with the request's context
     request = json.loads(_request(tmp_path).read_text())

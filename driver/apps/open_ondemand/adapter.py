@@ -24,14 +24,18 @@ from driver.apps.shared import (
     storage_vars,
     teardown_data,
 )
+from driver.apps.sources import NeededSource, debian, vendor_sources
 from driver.catalog import load_entry
 from driver.details.open_ondemand import PortalDetail
 from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory, apply_defaults
 from driver.models.manifest import Version
 from driver.models.request import Allocation, LinkedInstance, MemberStatus, OperationRequest
-from driver.site import load_site
+from driver.site import Site, load_site
 from driver.site import role_vars as site_role_vars
+
+# The operations that install the portal's packages (a rollback restores its files only)
+INSTALLING_OPERATIONS = frozenset({"deploy", "upgrade"})
 
 
 class OpenOnDemand(AppAdapter):
@@ -78,6 +82,17 @@ class OpenOnDemand(AppAdapter):
                 f"the portal's allocation backs the cluster's {', '.join(sorted(on_portal_host))}:"
                 " expected the cluster's controller (co-hosted) or an allocation of its own",
             )
+
+    def sources(
+        self, request: OperationRequest, version: Version, site: Site
+    ) -> list[NeededSource]:
+        if request.operation.type not in INSTALLING_OPERATIONS:
+            return []
+        portal = ("instance", "app_slug")
+        return [
+            debian("Apache, mod_auth_openidc and the Slurm client (the portal host)", portal),
+            *vendor_sources("open_ondemand", site.open_ondemand, portal),
+        ]
 
     def inventory_vars(
         self, request: OperationRequest, version: Version, inventory: Inventory

@@ -28,13 +28,15 @@ from driver.apps.slurm.health import health_of, with_observed_members
 from driver.apps.slurm.monitoring import monitoring_vars
 from driver.apps.slurm.operations import traits
 from driver.apps.slurm.rules import config_rules, placement_rules
+from driver.apps.slurm.sources import SLURM_SERIES, arrives_at, needed_sources
+from driver.apps.sources import NeededSource
 from driver.details.slurm import SlurmDetail
 from driver.documents import LinePath
 from driver.events import Health, InstanceStatus
 from driver.inventory import Inventory, apply_defaults
 from driver.models.manifest import Version
 from driver.models.request import MemberStatus, OperationRequest
-from driver.site import backup_dir, load_site
+from driver.site import Site, backup_dir, load_site
 
 # What the result shows of each node the controller reports (slurm_common's slurm_nodes).
 NODE_FIELDS = (
@@ -70,11 +72,6 @@ OPERATION_OPTION_VARS: dict[tuple[str, str], str | None] = {
     ("status", "read"): None,
 }
 PENDING_OPTIONS: dict[str, str] = {}
-# The Slurm major release each catalog version runs where it is not the distribution's: its
-# hosts take it from the site settings' slurm source (docs/operations.md, Slurm 26.05), and
-# refuse a source that does not offer it ([slurm_unavailable]). The manifest's release notes
-# say the same.
-SLURM_SERIES = {"2.0.0": "26.05"}
 # replace_controller's refusals of a backup, made before any host changed.
 BACKUP_CODES = ("backup_missing", "backup_mismatch", "backup_corrupt", "backup_incompatible")
 
@@ -217,7 +214,7 @@ class SlurmReference(AppAdapter):
                 "slurm_controller_max_job_count": config["scheduler"]["max_job_count"],
                 "slurm_common_users": config["users"],
                 "slurm_common_munge_key_src": request.credentials.munge_key_file or "",
-                "slurm_common_slurm_series": SLURM_SERIES.get(_arrives_at(request, version), ""),
+                "slurm_common_slurm_series": SLURM_SERIES.get(arrives_at(request, version), ""),
                 **load_site().slurm.role_vars(),
                 **storage_vars(config),
             }
@@ -239,6 +236,8 @@ class SlurmReference(AppAdapter):
             inventory.group_vars["slurm_worker_interactive_runtimes"] = config[
                 "interactive_runtimes"
             ]
+            # the registry the source policy held to its rules (driver/apps/sources.py)
+            inventory.group_vars["slurm_worker_npm_registry"] = load_site().sources.npm_registry
         spec = version.operation(request.operation.type)
         schema = spec.options_schema if spec is not None else {}
         options = apply_defaults(schema, request.operation.options)
@@ -314,6 +313,11 @@ class SlurmReference(AppAdapter):
         if traits(request.operation.type).reports_joined_workers:
             return set(reported.get("slurm_app_workers") or {})
         return None
+
+    def sources(
+        self, request: OperationRequest, version: Version, site: Site
+    ) -> list[NeededSource]:
+        return needed_sources(request, version, site)
 
     def previews(self, request: OperationRequest) -> bool:
         return request.operation.type == "decommission" and bool(
@@ -398,11 +402,3 @@ def _readiness(smoke: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     nodes = str(smoke.get("nodes", ""))
     return {**smoke, "nodes": int(nodes) if nodes.isdigit() else None}
-
-
-def _arrives_at(request: OperationRequest, version: Version) -> str:
-    """The catalog version whose Slurm the run leaves on the hosts: a rollback's target, else
-    the version checked (an upgrade's target, or the instance's own)."""
-    if request.operation.type == "rollback":
-        return str(request.operation.options.get("to_version", version.version))
-    return version.version

@@ -19,20 +19,22 @@ class OperationTraits:
     # it goes on without a worker whose host does not answer (preflight's
     # slurm_app_may_be_gone) and reports it as not reached
     leaves_workers_behind: bool = False
+    # it installs software on the hosts: its sources are held to the source policy
+    installs: bool = False
 
 
 LIFECYCLE = OperationTraits(leaves_workers_behind=True)
 
 OPERATIONS: dict[str, OperationTraits] = {
-    "deploy": OperationTraits(monitoring=True, prepares_workers=True),
+    "deploy": OperationTraits(monitoring=True, prepares_workers=True, installs=True),
     "add_worker": OperationTraits(
-        monitoring=True, prepares_workers=True, reports_joined_workers=True
+        monitoring=True, prepares_workers=True, reports_joined_workers=True, installs=True
     ),
     "drain_worker": OperationTraits(),
     "resume_worker": OperationTraits(),
     "remove_worker": OperationTraits(monitoring=True),
     "replace_worker": OperationTraits(
-        monitoring=True, prepares_workers=True, reports_joined_workers=True
+        monitoring=True, prepares_workers=True, reports_joined_workers=True, installs=True
     ),
     "start": LIFECYCLE,
     "stop": LIFECYCLE,
@@ -41,9 +43,11 @@ OPERATIONS: dict[str, OperationTraits] = {
     "decommission": OperationTraits(monitoring=True),
     "rotate_munge_key": OperationTraits(),
     "backup": OperationTraits(backup=True),
-    "replace_controller": OperationTraits(monitoring=True, prepares_workers=True, backup=True),
-    "upgrade": OperationTraits(monitoring=True, prepares_workers=True, backup=True),
-    "rollback": OperationTraits(monitoring=True, backup=True),
+    "replace_controller": OperationTraits(
+        monitoring=True, prepares_workers=True, backup=True, installs=True
+    ),
+    "upgrade": OperationTraits(monitoring=True, prepares_workers=True, backup=True, installs=True),
+    "rollback": OperationTraits(monitoring=True, backup=True, installs=True),
 }
 
 
