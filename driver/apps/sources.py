@@ -6,9 +6,11 @@ changes. tests/unit/test_sources.py holds the roles to this list: every URL a ro
 from is named here."""
 
 from dataclasses import dataclass
+from typing import Literal
 from urllib.parse import urlsplit
 
 from driver.documents import LinePath
+from driver.models.request import OperationRequest
 from driver.models.sources import Source, SourceKind
 from driver.site import PackageSource, Site, SlurmPackageSource
 
@@ -58,11 +60,22 @@ DEBIAN_MIRROR = "the Debian mirror each host is configured with"
 
 
 def source(
-    name: str, kind: SourceKind, location: str, purpose: str, checksum: str | None = None
+    name: str,
+    kind: SourceKind,
+    location: str,
+    purpose: str,
+    checksum: str | None = None,
+    tier: Literal["platform", "tenant"] = "platform",
 ) -> Source:
     host = urlsplit(location).hostname if location.startswith(("http://", "https://")) else None
     return Source(
-        name=name, kind=kind, location=location, host=host, checksum=checksum, purpose=purpose
+        name=name,
+        kind=kind,
+        location=location,
+        host=host,
+        checksum=checksum,
+        purpose=purpose,
+        tier=tier,
     )
 
 
@@ -142,5 +155,14 @@ def slurm_sources(choice: SlurmPackageSource, needed_by: LinePath) -> list[Neede
     return []
 
 
-def npm_registry(site: Site, purpose: str, needed_by: LinePath) -> NeededSource:
-    return NeededSource(source("npm", "npm", site.sources.npm_registry, purpose), needed_by)
+def npm_registry(
+    request: OperationRequest, site: Site, purpose: str, needed_by: LinePath
+) -> NeededSource:
+    """The tenant's registry where the request names one, else the platform's."""
+    tenant = request.tenant_sources.npm_registry if request.tenant_sources else None
+    if tenant is None:
+        return NeededSource(source("npm", "npm", site.sources.npm_registry, purpose), needed_by)
+    return NeededSource(
+        source("npm", "npm", tenant.url, purpose, tier="tenant"),
+        ("tenant_sources", "npm_registry", "url"),
+    )

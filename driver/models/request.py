@@ -30,7 +30,7 @@ from driver.models.common import (
     TraceParent,
     traceparent_ids_valid,
 )
-from driver.models.sources import SourcePolicy
+from driver.models.sources import SourcePolicy, TenantSources
 
 
 class MemberStatus(StrEnum):
@@ -206,6 +206,9 @@ class OperationRequest(StrictModel):
     source the operation installs from must match one of its rules; it narrows the platform's
     sources and never broadens them past the platform's deny list. Absent: the platform's
     sources, less its deny list."""
+    tenant_sources: TenantSources | SkipJsonSchema[None] = None
+    """The tenant's own sources (a private registry and its credential), used instead of the
+    platform's; the platform's deny list and the project's overlay hold them too."""
     traceparent: TraceParent | SkipJsonSchema[None] = None
     """The platform's W3C trace context (`00-<trace id>-<parent id>-<flags>`): every event, the
     result and every host journal entry of the run carry its trace id. Without it the driver

@@ -97,3 +97,38 @@ class Source(OutputModel):
     repository, whose packages its signed index vouches for."""
     purpose: str
     """What the bundle installs from it."""
+    tier: Literal["platform", "tenant"] = "platform"
+    """Whose source it is: the platform's (the bundle's and the site's) or the tenant's own
+    (the request's `tenant_sources`)."""
+
+
+# A bare file name in credentials.secrets_dir (request_check's SECRET_REF says the same)
+SecretRefName = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", max_length=128)
+]
+HttpsUrl = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%-]+)*/?$", max_length=2048
+    ),
+]
+
+
+class TenantRegistry(StrictModel):
+    """A registry of the tenant's own (a private enterprise registry)."""
+
+    url: HttpsUrl
+    """The registry's URL, over HTTPS."""
+    token_secret_ref: SecretRefName | SkipJsonSchema[None] = None
+    """The name of a file in credentials.secrets_dir holding the registry's token. It is
+    used during the run only: the build reads it from its environment, and nothing on the
+    host keeps it."""
+
+
+class TenantSources(StrictModel):
+    """The tenant's own sources, which replace the platform's where given. They are held to
+    the same layers: the platform's deny list, then the project's overlay."""
+
+    npm_registry: TenantRegistry | SkipJsonSchema[None] = None
+    """Where code-server comes from (the vscode runtime), instead of the platform's registry
+    (the site's `sources.npm_registry`)."""

@@ -21,7 +21,7 @@ from driver.findings import Finding, bounded
 from driver.models.manifest import Version
 from driver.models.request import OperationRequest
 from driver.request_check import addresses, linked, members, sources, targets
-from driver.request_check.credentials import check_files, inline_secrets, secret_refs
+from driver.request_check.credentials import check_files, inline_secrets, request_secret_refs
 from driver.request_check.rules import Rules
 from driver.request_check.versions import checked_version
 from driver.schema_check import schema_findings, shipped_schema
@@ -133,7 +133,7 @@ def _checked_request(doc: Document, files: bool) -> RequestCheck:
             rules.add(violation.code, violation.path, violation.message)
     sources.source_policy(rules, load_site())
     if not request.credentials.secrets_dir:
-        for path, _name in secret_refs(request.instance.config, ("instance", "config")):
+        for path, _name in request_secret_refs(request):
             rules.add(
                 "secret-file",
                 path,

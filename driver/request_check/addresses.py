@@ -143,6 +143,13 @@ def config_hosts(
             yield (*base, *path), url_host(value) if written == "url" else relay_host(value)
 
 
+def tenant_source_hosts(request: OperationRequest) -> Iterator[tuple[LinePath, str]]:
+    """(path, host) of each source of the tenant's own: the hosts fetch from it."""
+    registry = request.tenant_sources.npm_registry if request.tenant_sources else None
+    if registry is not None:
+        yield ("tenant_sources", "npm_registry", "url"), url_host(registry.url)
+
+
 def allocation_names(rules: Rules) -> None:
     """No reserved host name, no address that points back at a machine itself."""
     for index, allocation in enumerate(rules.request.allocations):
@@ -159,9 +166,11 @@ def allocation_names(rules: Rules) -> None:
 
 
 def config_addresses(rules: Rules) -> None:
-    """The hosts the app's config makes its hosts contact, under the same policy."""
+    """The hosts the app's config and the tenant's sources make its hosts contact, under the
+    same policy."""
     adapter = adapter_for(rules.request.instance.app_slug)
-    for path, host in config_hosts(adapter, rules.request.instance.config, ("instance", "config")):
+    hosts = config_hosts(adapter, rules.request.instance.config, ("instance", "config"))
+    for path, host in [*hosts, *tenant_source_hosts(rules.request)]:
         problem = address_problem(host)
         if problem is not None:
             rules.add("reserved-address", path, f"{host}: {problem}")
@@ -178,6 +187,7 @@ def check_names(doc: Document, request: OperationRequest) -> list[Finding]:
         for index, allocation in enumerate(request.allocations)
     ]
     hosts += list(config_hosts(adapter, request.instance.config, ("instance", "config")))
+    hosts += list(tenant_source_hosts(request))
     return [
         doc.finding("reserved-address", path, RESOLVES_RESERVED)
         for path, host in hosts

@@ -54,6 +54,14 @@ def secret_refs(config: Any, path: LinePath) -> Iterator[tuple[LinePath, str]]:
                 yield from secret_refs(value, (*path, key))
 
 
+def request_secret_refs(request: OperationRequest) -> Iterator[tuple[LinePath, str]]:
+    """Every secret reference of a request: its config's and its tenant sources'."""
+    yield from secret_refs(request.instance.config, ("instance", "config"))
+    if request.tenant_sources is not None:
+        tenant = request.tenant_sources.model_dump(exclude_none=True)
+        yield from secret_refs(tenant, ("tenant_sources",))
+
+
 # A secret reference names a file directly inside secrets_dir: no path, no hidden file.
 SECRET_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -135,7 +143,7 @@ def check_files(doc: Document, request: OperationRequest) -> list[Finding]:
                 "folder of the secrets the config names, apart from the driver's own files",
             ),
         ]
-    for path, name in secret_refs(request.instance.config, ("instance", "config")):
+    for path, name in request_secret_refs(request):
         if not SECRET_REF.fullmatch(name):
             findings.append(
                 doc.finding(

@@ -9,6 +9,7 @@ lab's portal), so the role writes Apache's site with update_ood_portal as with t
 only the per-user nginx and the Rails dashboard (the PUN) are absent."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -492,6 +493,90 @@ def test_a_vscode_session_runs_on_the_node_and_the_user_reaches_it_through_the_p
         assert shot.stat().st_size > 20_000
     finally:
         _controller(f"scancel {session['job']} {listener_job}")
+
+
+def test_a_private_registrys_token_reaches_the_registry_and_nothing_on_the_host(portal, tmp_path):
+    """Issue 70: a tenant's npm registry and its token (tenant_sources.npm_registry) as
+    slurm_worker gets them from the driver: the token is read on the control node, reaches
+    the registry in npm's Authorization header, and is in no file on the node afterwards, nor
+    in Ansible's output. The registry (tests/e2e/npm_registry.py, on the node) serves a
+    code-server whose tarball is not the pinned one, so the install stops at its check."""
+    token = "npm_" + os.urandom(18).hex()
+    token_file = tmp_path / "npm-token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    # not a tmpfs (docker's archive API does not reach one), and not among the folders searched
+    registry = "/var/lib/npm-registry-test"
+    upload(SPEC.name, CONTROLLER, {"npm_registry.py": ROOT / "tests/e2e/npm_registry.py"}, registry)
+    _controller(
+        f"setsid nohup python3 {registry}/npm_registry.py code-server 9.9.9 {registry}/port"
+        f" {registry}/log >/dev/null 2>&1 & echo $! > {registry}/pid;"
+        f" for i in $(seq 50); do [ -s {registry}/port ] && break; sleep 0.1; done"
+    )
+    port = _controller(f"cat {registry}/port").strip()
+    include = {"name": "slurm_worker", "tasks_from": "_sessions", "rolespec_validate": False}
+    play = [
+        {
+            "hosts": "node",
+            "gather_facts": True,
+            "gather_subset": ["min"],
+            "tasks": [{"ansible.builtin.include_role": include}],
+        }
+    ]
+    extra = {
+        "slurm_worker_interactive_runtimes": list(SPEC.interactive_runtimes),
+        "slurm_worker_npm_registry": f"http://127.0.0.1:{port}/",
+        "slurm_worker_npm_registry_token_src": str(token_file),
+        # a release the node does not have, so the install runs (and stops at the pin)
+        "__slurm_worker_code_server_releases": {
+            "13": {"version": "9.9.9", "integrity": "sha512-" + "A" * 86 + "=="}
+        },
+    }
+    node = {
+        "ansible_connection": "community.docker.docker",
+        "ansible_host": f"slurm-app-lab-{SPEC.name}-{CONTROLLER}",
+    }
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    (tmp_path / "extra.json").write_text(json.dumps(extra))
+    (tmp_path / "inventory.yml").write_text(json.dumps({"all": {"hosts": {"node": node}}}))
+    try:
+        ran = subprocess.run(
+            [
+                str(VENV / "bin" / "ansible-playbook"),
+                *("-i", "inventory.yml", "-e", "@extra.json", "play.yml"),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={
+                "PATH": f"{VENV / 'bin'}:/usr/bin:/bin",
+                "HOME": str(tmp_path),
+                "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+                "ANSIBLE_FILTER_PLUGINS": str(ROOT / "roles/slurm_common/filter_plugins"),
+                "ANSIBLE_NOCOLOR": "1",
+            },
+            check=False,
+            timeout=300,
+        )
+        log = [json.loads(line) for line in _controller(f"cat {registry}/log").splitlines()]
+    finally:
+        _controller(f"kill $(cat {registry}/pid); rm -rf {registry}")
+    # the install stopped at the pin, its output hidden
+    assert ran.returncode == 2, ran.stdout[-3000:]
+    assert "Install code-server from npm's registry" in ran.stdout
+    assert "the output has been hidden" in ran.stdout, ran.stdout[-3000:]
+    assert token not in ran.stdout + ran.stderr
+    # the registry saw the token on every request npm made
+    assert log and {entry["auth"] for entry in log} == {f"Bearer {token}"}, log
+    paths = {entry["path"] for entry in log}
+    assert {"/code-server", "/code-server/-/code-server-9.9.9.tgz"} <= paths, paths
+    # nothing on the node holds it, and the build's folder is gone
+    found = _controller(
+        f"grep -rlsF -- {token} /opt /etc /root /tmp /var/tmp /var/cache /home 2>/dev/null; true"
+    )
+    assert found.strip() == "", found
+    releases = _controller("ls /opt/slurm-app/code-server").split()
+    assert not [name for name in releases if name.startswith("9.9.9")], releases
 
 
 def test_status_names_a_stopped_sackd_and_restart_brings_it_back(portal):

@@ -133,6 +133,7 @@ def test_unreachable_hosts_fail_the_operation(tmp_path):
             "host": None,
             "checksum": None,
             "purpose": "munge, Slurm, MariaDB, Prometheus and node_exporter",
+            "tier": "platform",
         }
     ]
     # the platform's lifecycle (product spec 004): requested when the deploy started, failed

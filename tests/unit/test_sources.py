@@ -13,6 +13,7 @@ from driver.apps.sources import VENDORS, source
 from driver.catalog import load_entry
 from driver.models.request import OperationRequest
 from driver.models.sources import SourceRule
+from driver.runner.plan import RunPlan
 from driver.site import Site, SiteSources
 
 URL = re.compile(r"https?://([A-Za-z0-9.-]+)")
@@ -147,3 +148,28 @@ def test_a_denied_source_is_refused_before_any_host_naming_source_rule_and_layer
     path.write_text(json.dumps(request))
     ended = console_script("validate-request", "--format", "json", str(path), env=env)
     assert ended.returncode == 0, ended.stdout
+
+
+def test_the_tenants_registry_reaches_the_worker_as_a_url_and_its_token_as_a_file(tmp_path):
+    """The token's file stays on the driver's host: the role reads it during the run (its
+    e2e test in test_open_ondemand.py follows it to the registry)."""
+    data = example("slurm-reference/add_worker")
+    data["instance"]["config"]["interactive_runtimes"] = ["vscode"]
+    registry = {"url": "https://npm.corp.example/", "token_secret_ref": "npm-token"}
+    data["tenant_sources"] = {"npm_registry": registry}
+    request = OperationRequest.model_validate(data)
+    loaded = load_entry(request.instance.app_slug)
+    assert loaded is not None
+    version = loaded.entry.version(request.instance.version)
+    assert version is not None
+    plan = RunPlan.of(request, version)
+    variables = plan.inventory.group_vars
+    assert variables["slurm_worker_npm_registry"] == "https://npm.corp.example/"
+    secrets_dir = data["credentials"]["secrets_dir"]
+    assert variables["slurm_worker_npm_registry_token_src"] == f"{secrets_dir}/npm-token"
+    [npm] = [
+        needed.source
+        for needed in plan.adapter.sources(request, version, Site())
+        if needed.source.kind == "npm"
+    ]
+    assert (npm.location, npm.host, npm.tier) == (registry["url"], "npm.corp.example", "tenant")

@@ -28,7 +28,12 @@ from driver.apps.slurm.health import health_of, with_observed_members
 from driver.apps.slurm.monitoring import monitoring_vars
 from driver.apps.slurm.operations import traits
 from driver.apps.slurm.rules import config_rules, placement_rules
-from driver.apps.slurm.sources import SLURM_SERIES, arrives_at, needed_sources
+from driver.apps.slurm.sources import (
+    SLURM_SERIES,
+    arrives_at,
+    needed_sources,
+    npm_registry_vars,
+)
 from driver.apps.sources import NeededSource
 from driver.details.slurm import SlurmDetail
 from driver.documents import LinePath
@@ -236,8 +241,7 @@ class SlurmReference(AppAdapter):
             inventory.group_vars["slurm_worker_interactive_runtimes"] = config[
                 "interactive_runtimes"
             ]
-            # the registry the source policy held to its rules (driver/apps/sources.py)
-            inventory.group_vars["slurm_worker_npm_registry"] = load_site().sources.npm_registry
+            inventory.group_vars.update(npm_registry_vars(request, load_site()))
         spec = version.operation(request.operation.type)
         schema = spec.options_schema if spec is not None else {}
         options = apply_defaults(schema, request.operation.options)

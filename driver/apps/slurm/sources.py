@@ -1,5 +1,7 @@
 """The sources a slurm-reference operation installs from (driver/apps/sources.py names them)."""
 
+from pathlib import Path
+
 from driver.apps.slurm.operations import traits
 from driver.apps.sources import NeededSource, debian, npm_registry, slurm_sources, vendor_sources
 from driver.inventory import apply_defaults
@@ -42,5 +44,18 @@ def needed_sources(request: OperationRequest, version: Version, site: Site) -> l
             )
     if operation.prepares_workers and "vscode" in config["interactive_runtimes"]:
         runtimes = ("instance", "config", "interactive_runtimes")
-        found.append(npm_registry(site, "code-server (the vscode runtime)", runtimes))
+        found.append(npm_registry(request, site, "code-server (the vscode runtime)", runtimes))
     return found
+
+
+def npm_registry_vars(request: OperationRequest, site: Site) -> dict[str, str]:
+    """slurm_worker's registry: the one the source policy held to its rules, and the path of
+    its token on the driver's host where the tenant's registry has one (request_check proved
+    the file inside secrets_dir)."""
+    tenant = request.tenant_sources.npm_registry if request.tenant_sources else None
+    if tenant is None:
+        return {"slurm_worker_npm_registry": site.sources.npm_registry}
+    token = ""
+    if tenant.token_secret_ref and request.credentials.secrets_dir:
+        token = str(Path(request.credentials.secrets_dir) / tenant.token_secret_ref)
+    return {"slurm_worker_npm_registry": tenant.url, "slurm_worker_npm_registry_token_src": token}
