@@ -42,8 +42,20 @@ class OperationTrace:
 
     @classmethod
     def start(cls, settings: Traces, context: Context, traceparent: str | None) -> OperationTrace:
+        """The operation's span started; none where the site names no collector, or where the
+        SDK cannot start (said on stderr: a trace never stops an operation)."""
         if settings.otlp_endpoint is None:
             return cls(None, None)
+        try:
+            return cls._started(settings, context, traceparent)
+        except Exception as exc:  # the SDK's own errors, whichever: the operation goes on
+            print(f"slurm-app-driver: traces: not sent: {exc!r}", file=sys.stderr)
+            return cls(None, None)
+
+    @classmethod
+    def _started(
+        cls, settings: Traces, context: Context, traceparent: str | None
+    ) -> OperationTrace:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
@@ -152,9 +164,12 @@ class OperationTrace:
             message = result.error.message if result.error is not None else str(result.status)
             self._operation.set_status(Status(StatusCode.ERROR, message))
         self._operation.end()
-        # a collector that does not answer costs the run at most the site's timeout, here
-        self._provider.shutdown()
         self._operation = None
+        try:
+            # a collector that does not answer costs the run at most the site's timeout, here
+            self._provider.shutdown()
+        except Exception as exc:  # as in start: a trace never fails an operation
+            print(f"slurm-app-driver: traces: not sent: {exc!r}", file=sys.stderr)
 
 
 def _export_failures_to_stderr() -> None:
