@@ -87,9 +87,9 @@ PARTITION_CPUS = (
 )
 
 
-def node_cpus(node: dict[str, Any], state: str) -> dict[str, int]:
-    """A node's CPUs as allocated, idle (a node that takes jobs) or other, and in all."""
-    total, allocated = node["cpus"] or 0, node["alloc_cpus"] or 0
+def split(total: int | None, allocated: int | None, state: str) -> dict[str, int]:
+    """A node's CPUs or GPUs as allocated, idle (a node that takes jobs) or other, and in all."""
+    total, allocated = total or 0, allocated or 0
     spare = total - allocated
     takes_jobs = state in SCHEDULABLE
     return {
@@ -119,14 +119,12 @@ class Metrics:
         for node in snapshot.nodes:
             state = node_state(node)
             states[state] += 1
-            node_cpu = node_cpus(node, state)
-            total_gpus, alloc_gpus = node["gpus"] or 0, node["alloc_gpus"] or 0
-            spare = "idle" if state in SCHEDULABLE else "other"
-            cpus["alloc"] += node_cpu["allocated"]
-            cpus["idle"] += node_cpu["idle"]
-            cpus["other"] += node_cpu["other"]
-            gpus["alloc"] += alloc_gpus
-            gpus[spare] += total_gpus - alloc_gpus
+            node_cpu = split(node["cpus"], node["alloc_cpus"], state)
+            node_gpu = split(node["gpus"], node["alloc_gpus"], state)
+            for sums, split_node in ((cpus, node_cpu), (gpus, node_gpu)):
+                sums["alloc"] += split_node["allocated"]
+                sums["idle"] += split_node["idle"]
+                sums["other"] += split_node["other"]
             for partition in node.get("partitions") or []:
                 sums = partitions.setdefault(partition, dict.fromkeys(node_cpu, 0))
                 for part, value in node_cpu.items():
@@ -141,7 +139,7 @@ class Metrics:
                 "mem_alloc": node.get("alloc_memory"),
                 "mem_total": node["real_memory"],
                 "gpu_alloc": node["alloc_gpus"],
-                "gpu_total": total_gpus,
+                "gpu_total": node_gpu["total"],
             }
             for name, value in figures.items():
                 # unknown without --json (allocated memory and GPUs): no number, not 0
