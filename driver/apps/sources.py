@@ -159,7 +159,7 @@ def npm_registry(
     request: OperationRequest, site: Site, purpose: str, needed_by: LinePath
 ) -> NeededSource:
     """The tenant's registry where the request names one, else the platform's."""
-    tenant = request.tenant_sources.npm_registry if request.tenant_sources else None
+    tenant = request.tenant_npm_registry
     if tenant is None:
         return NeededSource(source("npm", "npm", site.sources.npm_registry, purpose), needed_by)
     return NeededSource(

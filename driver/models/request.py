@@ -30,7 +30,7 @@ from driver.models.common import (
     TraceParent,
     traceparent_ids_valid,
 )
-from driver.models.sources import SourcePolicy, TenantSources
+from driver.models.sources import SourcePolicy, TenantRegistry, TenantSources
 
 
 class MemberStatus(StrEnum):
@@ -220,6 +220,11 @@ class OperationRequest(StrictModel):
         if value is not None and not traceparent_ids_valid(value):
             raise ValueError("a trace id or parent id of zeros only is invalid (W3C trace context)")
         return value
+
+    @property
+    def tenant_npm_registry(self) -> TenantRegistry | None:
+        """The tenant's own npm registry, where the request names one."""
+        return self.tenant_sources.npm_registry if self.tenant_sources else None
 
     @cached_property
     def trace_id(self) -> str:

@@ -145,7 +145,7 @@ def config_hosts(
 
 def tenant_source_hosts(request: OperationRequest) -> Iterator[tuple[LinePath, str]]:
     """(path, host) of each source of the tenant's own: the hosts fetch from it."""
-    registry = request.tenant_sources.npm_registry if request.tenant_sources else None
+    registry = request.tenant_npm_registry
     if registry is not None:
         yield ("tenant_sources", "npm_registry", "url"), url_host(registry.url)
 

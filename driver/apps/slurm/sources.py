@@ -52,7 +52,7 @@ def npm_registry_vars(request: OperationRequest, site: Site) -> dict[str, str]:
     """slurm_worker's registry: the one the source policy held to its rules, and the path of
     its token on the driver's host where the tenant's registry has one (request_check proved
     the file inside secrets_dir)."""
-    tenant = request.tenant_sources.npm_registry if request.tenant_sources else None
+    tenant = request.tenant_npm_registry
     if tenant is None:
         return {"slurm_worker_npm_registry": site.sources.npm_registry}
     token = ""
