@@ -86,6 +86,7 @@ def upgrade_detail(reported: dict[str, Any], operation: str) -> dict[str, Any]:
             "slurmdbd_conversion_s",
             "state_from",
             "jobs_ended_since",
+            "accounting_carried",
         )
         if field in done
     }

@@ -137,6 +137,23 @@ class BackupDetail(SparseOutput):
     """The backups the retention removed."""
 
 
+class AccountingCarried(OutputModel):
+    """rollback: the job records made since the backup, put back after its database was
+    loaded, so that a rollback loses or falsifies no record of a job that ran."""
+
+    jobs: int
+    """Job records put back in place of the restored ones: jobs submitted since the backup,
+    and jobs that ended otherwise than the backup says."""
+    steps: int
+    """Their step records."""
+    ended_by_rollback: int
+    """Of those jobs, the ones submitted since the backup that had not ended: gone with the
+    restored queue, recorded CANCELLED at the rollback."""
+    first_job_id: int
+    """The first id new jobs get (slurm.conf's FirstJobId): past every id recorded, where the
+    restored queue would have given ids again."""
+
+
 class ReleaseChange(OutputModel):
     """What an upgrade or a rollback did, also when it stopped half-way."""
 
@@ -158,8 +175,10 @@ class ReleaseChange(OutputModel):
     state_from: str | None = None
     """rollback: the moment the restored queue and accounting are from."""
     jobs_ended_since: list[str] | None = None
-    """rollback: the jobs the restored state had running that had ended since, and were
-    ended."""
+    """rollback: the jobs the restored queue held (running, or pending) that had ended since,
+    and were ended; their records are the ones they ended with."""
+    accounting_carried: AccountingCarried | None = None
+    """rollback with accounting: the records made since the backup that were put back."""
     completed: bool
     """Whether the run got to its end."""
     members: dict[str, MemberRelease]

@@ -83,12 +83,12 @@ def cluster(docker_engine, tmp_path_factory):
     env = platform_env(state)
     lab.write_lab_site(state / "site.yaml", slurm_26_05=True)
     deploy_lab(SPEC, env, {})
-    yield env
+    yield {"env": env}
     lab.down(SPEC.name)
 
 
 def test_slurm_goes_to_26_05_with_its_jobs_running(cluster):
-    env = cluster
+    env = cluster["env"]
     finished = _submit("-N1", "--wrap", "'true'")
     _wait_for(finished, "COMPLETED", 60)
     # a core of each worker: the other takes the jobs submitted through the upgrade
@@ -127,10 +127,14 @@ def test_slurm_goes_to_26_05_with_its_jobs_running(cluster):
     code, status = lab_operation(SPEC.name, env, "status")
     assert code == 0 and status["instance"]["health"] == "healthy", status
     assert status["adapter_detail"]["daemon_versions"]["slurmctld"] == "26.05.5"
+    cluster["jobs"] = {"finished": finished, "running": running, "pending": pending}
+    cluster["submitted"] = submitted
 
 
 def test_a_finished_slurm_upgrade_is_rolled_back_only_when_forced(cluster):
-    env = cluster
+    """Billing stays honest across it (issue 69): every job that ran keeps the record it ended
+    with, and no job id is given twice."""
+    env, jobs = cluster["env"], cluster["jobs"]
     before = {host: host_fingerprint(SPEC.name, host) for host in HOSTS}
     code, result = lab_operation(SPEC.name, env, "rollback", to_version="1.1.0")
     assert code == 1, result
@@ -138,9 +142,27 @@ def test_a_finished_slurm_upgrade_is_rolled_back_only_when_forced(cluster):
     assert "Roll back with force" in result["error"]["message"]
     assert {host: host_fingerprint(SPEC.name, host) for host in HOSTS} == before
 
+    # a job that completed after the upgrade, as its users go on (the upgrade's readiness job
+    # and the ones submitted through it came before)
+    after = _submit("-N1", "--wrap", "'true'")
+    _wait_for(after, "COMPLETED", 60)
+    recorded = _on(CONTROLLER, "sacct -n -X -P -a -S 2000-01-01 -o JobID,State").split()
+    highest = max(int(line.split("|")[0]) for line in recorded)
+
     code, result = lab_operation(SPEC.name, env, "rollback", to_version="1.1.0", force=True)
     assert code == 0, result["error"]
-    assert result["adapter_detail"]["rollback"]["slurm_version"] == "24.11.5"
+    rollback = result["adapter_detail"]["rollback"]
+    assert rollback["slurm_version"] == "24.11.5"
+    # the queue the backup held had these two (and the users' jobs submitted just before it);
+    # all ran since and keep their records
+    ended = set(rollback["jobs_ended_since"])
+    assert {jobs["running"], jobs["pending"]} <= ended <= {*jobs.values(), *cluster["submitted"]}
+    assert _on(CONTROLLER, "sacct -n -X -P -a -S 2000-01-01 -o JobID,State").split() == recorded
+    carried = rollback["accounting_carried"]
+    # at least running, pending and after; the users' jobs that ended before the backup are
+    # in it as they ended
+    assert 3 <= carried["jobs"] <= len(recorded) and carried["ended_by_rollback"] == 0, carried
+    assert carried["first_job_id"] == highest + 1, carried
     versions = _versions()
     assert versions[CONTROLLER].split("\n") == ["slurm-wlm 24.11.5"] * 2, versions
     assert all(versions[worker] == "slurm-wlm 24.11.5" for worker in WORKERS), versions
@@ -148,11 +170,12 @@ def test_a_finished_slurm_upgrade_is_rolled_back_only_when_forced(cluster):
     for host in HOSTS:
         assert _on(host, f"test -e {SITE_SOURCE} && echo left || true") == ""
     job = _submit("-N2", "--wrap", "'hostname'")
+    assert int(job) == highest + 1
     _wait_for(job, "COMPLETED", 120)
 
 
 def test_an_upgrade_that_fails_at_slurmctld_says_where_and_rolls_back_with_its_queue(cluster):
-    env = cluster
+    env = cluster["env"]
     held = _submit("-N1", "--hold", "--wrap", "'true'")
     _on(
         CONTROLLER,
@@ -222,7 +245,7 @@ def _repository_archive(folder: Path) -> tuple[Path, str]:
 def test_the_upgrade_installs_from_the_sites_repository_archive(cluster, tmp_path):
     """After the rollback every member is on 24.11 again, the pinned suites removed: the same
     upgrade, the site settings now naming an archive (source: artifact) and its sha256."""
-    env = cluster
+    env = cluster["env"]
     archive, sha256 = _repository_archive(tmp_path)
     site_file = Path(env["SLURM_APP_STATE_DIR"]) / "site.yaml"
     site = yaml.safe_load(site_file.read_text())

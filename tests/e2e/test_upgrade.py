@@ -251,11 +251,17 @@ def test_the_rollback_restores_the_queue_and_accounting_and_the_last_release_run
     rollback = result["adapter_detail"]["rollback"]
     assert rollback["to"]["app_version"] == FROM_VERSION
     assert rollback["backup_id"] == jobs["backup_id"]
-    # the job that ran at the backup and ended after it is ended again; the one pending then
-    # is back in the queue (and runs again); the one submitted after the upgrade is gone
-    assert rollback["jobs_ended_since"] == [jobs["running"]]
-    wait_on_host(SPEC.name, CONTROLLER, f"sacct -n -X -j {jobs['pending']} -o State | grep -q .")
-    assert on_host(SPEC.name, CONTROLLER, f"sacct -n -X -j {after} -o JobID").strip() == ""
+    # the job that ran at the backup and the one pending then both ran since: the restored
+    # queue holds them again, so they are ended, and keep the records they ended with; the
+    # one submitted after the upgrade keeps its record too
+    assert rollback["jobs_ended_since"] == [jobs["running"], jobs["pending"]]
+    for job in (jobs["running"], jobs["pending"], after):
+        state = f"sacct -n -X -P -j {job} -o State"
+        assert on_host(SPEC.name, CONTROLLER, state).strip() == "COMPLETED", job
+    assert on_host(SPEC.name, CONTROLLER, "squeue -h -o %A").strip() == ""
+    carried = rollback["accounting_carried"]
+    assert carried["jobs"] >= 3 and carried["ended_by_rollback"] == 0, carried
+    assert carried["first_job_id"] > int(after), carried
     assert _accounting_view(SPEC.name, CONTROLLER) == jobs["accounts"]
     assert result["adapter_detail"]["releases"] == dict.fromkeys(HOSTS)
     for host in HOSTS:
