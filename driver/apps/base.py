@@ -133,6 +133,14 @@ class AppAdapter:
         members and instance stay as they were."""
         return False
 
+    def failed_past_return(
+        self, request: OperationRequest, reported: dict[str, Any]
+    ) -> tuple[InstanceStatus, Health, str] | None:
+        """Where a run failed past a point the cluster cannot run from (the operation took
+        something down it had not yet put back): the instance's status and health, and what
+        the platform does next, for the error's message. None: the failed hosts decide."""
+        return None
+
     def observed_state(
         self, request: OperationRequest, reported: dict[str, Any]
     ) -> tuple[InstanceStatus, Health] | None:

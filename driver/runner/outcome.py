@@ -127,8 +127,13 @@ def member_statuses(plan: RunPlan, result: Result, failed: bool, reported: dict[
             f"({', '.join(sorted(bad_hosts))}), done on "
             + (", ".join(finished) if finished else "none")
         )
+    past_return = plan.adapter.failed_past_return(request, reported) if failed else None
     if deliberate is not None:
         status, health = deliberate.instance
+    elif past_return is not None:
+        status, health, next_step = past_return
+        if result.error is not None:
+            result.error.message += f"; {next_step}"
     elif targets_alone:
         status, health = InstanceStatus.RUNNING, Health.DEGRADED
     elif failed:

@@ -56,15 +56,17 @@ def _outcome(
     error: ErrorInfo | None = None,
     joined=(),
     not_reached: dict[str, str] | None = None,
+    stats: dict | None = None,
 ) -> Result:
     """`joined`: the workers that reported their daemons (slurm_worker's report, which a
     joining worker reaches only once it joined); `not_reached`: the hosts the preflight left
-    out, with the SSH error."""
+    out, with the SSH error; `stats`: what else the playbook reported."""
     hosts = {h: HostStats(ok=1, failed=1 if h in failed_hosts else 0) for h in plan.inventory.hosts}
     result = Result(status="failed" if failed_hosts else "succeeded", hosts=hosts, error=error)
     reported = {
         "slurm_app_workers": {host: {"node": host} for host in joined},
         "slurm_app_not_reached": not_reached or {},
+        **(stats or {}),
     }
     member_statuses(plan, result, bool(failed_hosts), reported)
     return result
@@ -300,6 +302,27 @@ def test_a_refused_backup_changes_no_member():
         "m-ctl2": "pending",
     }
     assert (result.instance.status, result.instance.health) == ("running", "unknown")
+
+
+# replace_controller's marks: set once the backup was found restorable (the old controller
+# is stopped or lost from there), cleared once the new one runs the cluster
+NO_CONTROLLER = {
+    "before the backup was found restorable": (None, ("running", "degraded")),
+    "the old controller stopped, the new one not yet running": (True, ("failed", "failed")),
+    "the new controller runs, the old one's cleaning failed": (False, ("running", "degraded")),
+}
+
+
+@pytest.mark.parametrize(("marked", "instance"), NO_CONTROLLER.values(), ids=NO_CONTROLLER)
+def test_a_replacement_that_fails_with_no_controller_running_fails_the_instance(marked, instance):
+    plan = _plan("replace_controller")
+    error = _failure("slurm-ctl2", "host_failed", "Start slurmctld: boom")
+    stats = {} if marked is None else {"slurm_app_no_controller": marked}
+    result = _outcome(plan, failed_hosts={"slurm-ctl2"}, error=error, stats=stats)
+    assert (result.instance.status, result.instance.health) == instance
+    assert result.error is not None and result.error.message.startswith("Start slurmctld: boom")
+    resumes = "send the same request again to resume" in result.error.message
+    assert resumes is (marked is True)
 
 
 # (failing host, its error code and message, the workers that joined) -> the old worker's and

@@ -290,6 +290,23 @@ class SlurmReference(AppAdapter):
                         host for host in inventory.groups.get(group, []) if host != replaced
                     ]
 
+    def failed_past_return(
+        self, request: OperationRequest, reported: dict[str, Any]
+    ) -> tuple[InstanceStatus, Health, str] | None:
+        # replace_controller, once the backup was found restorable: the old controller was
+        # stopped or was lost, and the new one did not get to run the cluster
+        if request.operation.type == "replace_controller" and reported.get(
+            "slurm_app_no_controller"
+        ):
+            return (
+                InstanceStatus.FAILED,
+                Health.FAILED,
+                "no controller runs the cluster (the old one is stopped or lost); send the same "
+                "request again to resume: the new controller keeps the backup it was given, "
+                "which is not restored twice",
+            )
+        return None
+
     def observed_state(
         self, request: OperationRequest, reported: dict[str, Any]
     ) -> tuple[InstanceStatus, Health] | None:
