@@ -21,7 +21,8 @@ RELEASE_CODES = {
     "rollback_unsupported": "Slurm's version changed since the upgrade, or its sources no longer "
     "offer the backup's",
     "rollback_loses_jobs": "the upgrade to another Slurm finished, and force is false: a "
-    "rollback would lose the jobs and accounting since its backup",
+    "rollback would lose the queue since its backup and end the jobs running (their records "
+    "are kept)",
 }
 RELEASE_ERRORS = {
     code: OperationError(
