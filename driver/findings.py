@@ -91,7 +91,10 @@ HINTS: dict[str, str] = {
     "max_targets is above 1, never both",
     "target-invalid": "the target does not fit this operation",
     "linked-instance-missing": "pass the referenced instance in `linked_instances`",
-    "linked-instance-unexpected": "pass only the instances the placement intent references",
+    "linked-instance-unexpected": (
+        "pass only the instances the placement intent references (and, in a cluster's "
+        "replace_controller, the portals attached to it)"
+    ),
     "config-inconsistent": "the config's values contradict each other",
     "app-runtime-missing": "offer only interactive apps whose runtime the linked cluster's "
     "workers have (its interactive_runtimes)",

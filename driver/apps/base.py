@@ -93,6 +93,10 @@ class AppAdapter:
     # an OIDC issuer): its path in the config and how the host is written ("url", or "relay"
     # for host:port). request_check.addresses holds each to the request's address policy.
     address_fields: ClassVar[tuple[tuple[tuple[str, ...], str], ...]] = ()
+    # The operations that carry the instances attached to this one (their placement names it)
+    # in linked_instances, and act on them too (a cluster's replace_controller re-points its
+    # portals at the new controller).
+    carries_attached: ClassVar[frozenset[str]] = frozenset()
 
     def rules(self, request: OperationRequest, version: Version) -> Iterator[Violation]:
         """Semantic rules beyond the schemas (the generic ones run for every app)."""

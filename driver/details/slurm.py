@@ -261,6 +261,20 @@ class AccessBundle(OutputModel):
     """How to reach the monitoring, when it is on."""
 
 
+class PortalFollowed(OutputModel):
+    """replace_controller: an attached portal (from linked_instances) and whether its Slurm
+    client now reaches the new controller."""
+
+    instance_id: str
+    """The portal's instance."""
+    host: str
+    """Its host."""
+    followed: bool
+    """Its client points at the new controller and `sinfo` answers there."""
+    reason: str | None = None
+    """Why not, and what to do."""
+
+
 class SlurmDetail(CommonDetail):
     """slurm-reference's detail; which keys an operation gives is in the operations table."""
 
@@ -286,6 +300,9 @@ class SlurmDetail(CommonDetail):
     """replace_controller: the backup restored."""
     placement_intent: dict[str, Any] | None = None
     """replace_controller, on success: the placement the platform records from now on."""
+    portals: list[PortalFollowed] | None = None
+    """replace_controller with attached portals in linked_instances: each one re-pointed at
+    the new controller, or why not."""
     backup: BackupDetail | None = None
     """backup: the backup taken."""
     not_reached: list[HostReason] | None = None

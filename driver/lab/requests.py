@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from driver.apps import adapter_for
 from driver.catalog import instance_credentials_dir, load_entry
 from driver.lab.errors import LabError
 from driver.lab.spec import (
@@ -180,8 +181,22 @@ def operation_request(
                 name, request, replacement, joining=True, component=component
             )
         }
+        # a same_node controller's replacement takes its worker too: the platform gives it a
+        # pending worker member beside the controller member
+        placement = request["instance"]["placement_intent"]
+        if operation == "replace_controller" and placement["worker_placement"] == "same_node":
+            request["members"].append(
+                {
+                    "member_id": f"{name}-worker-{replacement}",
+                    "component_key": "worker",
+                    "allocation_id": request["operation"]["replacement"]["allocation_id"],
+                    "status": "pending",
+                }
+            )
     if options:
         request["operation"]["options"] = options
+    if operation in adapter_for(request["instance"]["app_slug"]).carries_attached:
+        request["linked_instances"] = list(attached_portals(name).values())
     path = folder / f"{operation}.json"
     path.write_text(json.dumps(request, indent=2) + "\n")
     return path
@@ -305,6 +320,39 @@ def portal_request(
     path = folder / f"portal-{host}-{operation}.json"
     path.write_text(json.dumps(request, indent=2) + "\n")
     return path
+
+
+def attached_portals(name: str) -> dict[str, dict[str, Any]]:
+    """The portals deployed on the lab's hosts and not decommissioned, by host, each as the
+    platform would carry it in the cluster's linked_instances."""
+    path = lab_dir(name) / "portals.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def record_portal(name: str, host: str, request_file: Path, result: dict[str, Any]) -> None:
+    """After a portal operation on `host` succeeded: its deploy attaches it to the lab's
+    cluster, its decommission detaches it (the platform keeps that link)."""
+    if result.get("status") != "succeeded":
+        return
+    portals = attached_portals(name)
+    request = json.loads(request_file.read_text())
+    if request["operation"]["type"] == "decommission":
+        portals.pop(host, None)
+    else:
+        instance = request["instance"]
+        portals[host] = {
+            "id": instance["id"],
+            "project_id": request["project_id"],
+            "app_slug": instance["app_slug"],
+            "version": instance["version"],
+            "config": instance["config"],
+            "placement_intent": instance["placement_intent"],
+            "members": [
+                {k: m[k] for k in ("member_id", "component_key", "allocation_id", "status")}
+                for m in result["members"]
+            ],
+        }
+    (lab_dir(name) / "portals.json").write_text(json.dumps(portals, indent=2) + "\n")
 
 
 def record_members(name: str, result_file: Path) -> None:

@@ -80,8 +80,10 @@ class Instance(StrictModel):
 
 
 class LinkedInstance(StrictModel):
-    """An instance this one attaches to (the Slurm cluster an OOD portal serves), checked like
-    the instance itself: its project, its app, its config and its members."""
+    """An instance this one attaches to (the Slurm cluster an OOD portal serves), or one
+    attached to it that the operation carries along (a cluster's portals at its
+    replace_controller), checked like the instance itself: its project, its app, its config
+    and its members."""
 
     id: UUID
     """The linked instance's id."""
@@ -95,6 +97,10 @@ class LinkedInstance(StrictModel):
     """Its settings, validated against its own version's config_schema."""
     members: list[Member]
     """Its members; their allocations are listed in the request's `allocations`."""
+    placement_intent: dict[str, Any] = Field(default_factory=dict)
+    """Its placement. Needed for an instance attached to the request's own (a portal a
+    cluster's `replace_controller` moves to the new controller), whose placement names the
+    request's instance."""
 
 
 class OperationTargetRef(StrictModel):

@@ -5,7 +5,7 @@ from uuid import UUID
 from driver.apps import adapter_for
 from driver.catalog import load_entry
 from driver.documents import LinePath
-from driver.models.request import LinkedInstance, MemberStatus
+from driver.models.request import LinkedInstance, MemberStatus, OperationRequest
 from driver.request_check.members import component_counts, second_member
 from driver.request_check.rules import Rules
 from driver.schema_check import schema_findings
@@ -13,10 +13,11 @@ from driver.schema_check import schema_findings
 
 def linked_instances(rules: Rules) -> bool:
     """Each linked instance is checked like the instance itself: referenced by the
-    placement, of the project, its app and version known, its config valid under its own
-    schema and rules, its members of known components in the counts its manifest allows,
-    on allocations of this request (so of this project). False: a linked config failed its
-    schema (an app's rules, which read it, are not run)."""
+    placement (or attached to the instance, where the operation carries those), of the
+    project, its app and version known, its config valid under its own schema and rules, its
+    members of known components in the counts its manifest allows, on allocations of this
+    request (so of this project). False: a linked config failed its schema (an app's rules,
+    which read it, are not run)."""
     request = rules.request
     referenced: set[UUID] = set()
     for reference in rules.version.instance_references:
@@ -33,13 +34,21 @@ def linked_instances(rules: Rules) -> bool:
             )
     rules.duplicates([i.id for i in request.linked_instances], ("linked_instances",), "id")
     configs_valid = True
+    adapter = adapter_for(request.instance.app_slug)
+    carries_attached = request.operation.type in adapter.carries_attached
     for index, linked in enumerate(request.linked_instances):
         base: LinePath = ("linked_instances", index)
-        if linked.id not in referenced:
+        if linked.id not in referenced and not (carries_attached and attached(request, linked)):
             rules.add(
                 "linked-instance-unexpected",
                 (*base, "id"),
-                "expected only instances the placement intent references",
+                "expected only instances the placement intent references"
+                + (
+                    f", or instances attached to this one (their placement_intent naming "
+                    f"{request.instance.id})"
+                    if carries_attached
+                    else ""
+                ),
             )
         if linked.project_id != request.project_id:
             rules.add(
@@ -56,6 +65,18 @@ def linked_instances(rules: Rules) -> bool:
             )
         configs_valid &= linked_instance(rules, linked, base)
     return configs_valid
+
+
+def attached(request: OperationRequest, linked: LinkedInstance) -> bool:
+    """Whether `linked` is attached to the request's instance: its catalog version declares a
+    reference to the request's app, and its placement names the request's instance there."""
+    loaded = load_entry(linked.app_slug)
+    version = loaded.entry.reading(linked.version) if loaded else None
+    return version is not None and any(
+        reference.app_slug == request.instance.app_slug
+        and str(linked.placement_intent.get(reference.field)) == str(request.instance.id)
+        for reference in version.instance_references
+    )
 
 
 def linked_instance(rules: Rules, linked: LinkedInstance, base: LinePath) -> bool:

@@ -106,10 +106,10 @@ class Portal:
     def operation(
         self, host: str, kind: str, change: Callable[[dict], None] | None = None
     ) -> tuple[int, dict, str]:
-        ran = console_script(
-            "run", str(self.request(host, kind, change)), env=self.env, timeout=1200
-        )
+        request = self.request(host, kind, change)
+        ran = console_script("run", str(request), env=self.env, timeout=1200)
         result = run_events(ran.stdout)[-1]["result"]
+        lab_requests.record_portal(self.lab, host, request, result)
         # the times the README reports
         chromium.keep_timing(
             f"{kind} on {host} ({result.get('changed')} changes)", result.get("duration_s")

@@ -2,14 +2,24 @@
 started without accounting): partitions, users and accounting applied; teams sharing the GPUs
 through QoS, AllowAccounts and a partition of the H100 nodes; an unchanged re-run skips the converge
 until a member drifts; monitoring turned off and on again; a monitoring failure degrading the
-deploy, and the next deploy repairing it; a new cluster_name refused."""
+deploy, and the next deploy repairing it; a new cluster_name refused; last, the lost host
+replaced by one that is controller and worker (issue 69)."""
 
 import json
 import re
 
 import pytest
 from job_checks import check_job_detail_output_and_usage, print_for_the_note
-from lab_tools import check_typed_tasks, name_the_gpus, on_host, platform_env, run_request
+from lab_tools import (
+    check_typed_tasks,
+    kill_host,
+    lab_operation,
+    name_the_gpus,
+    on_host,
+    platform_env,
+    run_request,
+    wait_on_host,
+)
 
 from driver.lab import lab
 from driver.lab import spec as lab_spec
@@ -333,3 +343,58 @@ def test_a_user_named_like_an_account_the_host_had_is_refused(cluster):
     )
     recorded = _on_controller("cat /var/lib/slurm-app/accounts").split()
     assert "opsuser" not in recorded and "labuser" in recorded
+
+
+NEW_CONTROLLER = f"{SPEC.name}-c2"
+
+
+def test_a_same_node_controller_is_replaced_by_a_host_that_runs_both(cluster):
+    """Last (the lab's first host is gone after it). Issue 69: the same_node cluster's one
+    host is lost with a job running on it; replace_controller onto a new host from the
+    control plane's backup makes it the controller and the worker (the lab's platform gives it
+    a pending member of each). The old node is gone from the cluster, the job it ran is requeued
+    (its cut run recorded REQUEUED), the job finished before is still
+    there, and a new job runs on the new host."""
+    path, env = cluster
+    old = f"{SPEC.name}-ctl"
+    request = json.loads(path.read_text())
+    request["instance"]["config"]["cluster_name"] = SPEC.name  # the refused rename's request
+    path.write_text(json.dumps(request))
+    user = f"cd /tmp && runuser -u {lab_spec.LAB_USER['name']} --"
+    finished = _on_controller(f"{user} sbatch --parsable -W -o /dev/null --wrap true").strip()
+    lost = _on_controller(f"{user} sbatch --parsable -o /dev/null --wrap 'sleep 600'").strip()
+    wait_on_host(SPEC.name, old, f"squeue -h -j {lost} -t R | grep -q .")
+    code, backup = lab_operation(SPEC.name, env, "backup")
+    assert code == 0, backup
+    lab.add_host(SPEC.name, NEW_CONTROLLER)
+    name_the_gpus(SPEC.name, NEW_CONTROLLER, "NVIDIA H100 80GB HBM3", SPEC.gpus)
+    kill_host(SPEC.name, old)
+
+    code, result = lab_operation(
+        SPEC.name, env, "replace_controller", old, replacement=NEW_CONTROLLER
+    )
+    assert code == 0, result
+    assert {m["member_id"]: m["status"] for m in result["members"]} == {
+        f"{SPEC.name}-controller": "removed",
+        f"{SPEC.name}-worker-ctl": "removed",
+        f"{SPEC.name}-controller-{NEW_CONTROLLER}": "ready",
+        f"{SPEC.name}-worker-{NEW_CONTROLLER}": "ready",
+    }
+    detail = result["adapter_detail"]
+    new_allocation = next(m["allocation_id"] for m in result["members"] if m["status"] == "ready")
+    assert detail["placement_intent"]["worker_placement"] == "same_node"
+    assert detail["placement_intent"]["controller_allocation_id"] == new_allocation
+    assert [entry["host"] for entry in detail["not_cleaned"]] == [old]
+    assert [node["name"] for node in detail["nodes"]] == [NEW_CONTROLLER]
+    assert result["instance"]["health"] == "healthy", result["instance"]
+
+    def runs(job: str) -> list[str]:
+        return on_host(SPEC.name, NEW_CONTROLLER, f"sacct -n -X -D -j {job} -o State").split()
+
+    assert runs(finished) == ["COMPLETED"]
+    # Slurm requeues the lost batch job (JobRequeue=1): its cut run is recorded REQUEUED
+    lost_runs = runs(lost)
+    assert lost_runs[0] == "REQUEUED" and lost_runs[1:] in (["PENDING"], ["RUNNING"]), lost_runs
+    on_host(SPEC.name, NEW_CONTROLLER, f"scancel {lost}")
+    ran = on_host(SPEC.name, NEW_CONTROLLER, f"{user} srun -N1 -t 1 hostname").strip()
+    assert ran == NEW_CONTROLLER

@@ -42,6 +42,7 @@ from lab_tools import (
 )
 
 from driver.lab import lab
+from driver.lab import requests as lab_requests
 from driver.lab import spec as lab_spec
 
 pytestmark = pytest.mark.containers
@@ -316,39 +317,45 @@ DESKTOP_DIR = f"{portal_lab.SESSIONS}/sys/desktop/output/e2e-bookworm"
 PORTAL = "old-portal"
 
 
-def test_a_desktop_through_a_debian_12_portal_keeps_its_node_busy(
-    cluster, open_ondemand_upstream, tmp_path
-):
+@pytest.fixture(scope="module")
+def portal(cluster, open_ondemand_upstream, tmp_path_factory):
+    """The companion portal on its own Debian 12 host (nothing deployed yet); it lives until
+    test_a_controller_is_replaced_... decommissions it."""
+    made = portal_lab.companion_portal(
+        SPEC.name,
+        PORTAL,
+        cluster,
+        open_ondemand_upstream,
+        tmp_path_factory.mktemp("oidc"),
+        ["desktop"],
+        [],
+    )
+    yield made
+    made.stop()
+
+
+def test_a_desktop_through_a_debian_12_portal_keeps_its_node_busy(cluster, portal):
     """Issue 51 on Debian 12 (TigerVNC 1.12, websockify 0.10, noVNC 1.3, Xfce 4.18, Apache
     2.4 with Debian 12's mod_auth_openidc): a companion portal on its own Debian 12 host, and
     the desktop session portal_lab.desktop_session checks, with the form's one GPU: it lands
     on old-w02, the only node with one. While it runs, the node is kept as for any job
-    (remove_worker refused, a drain times out); the portal's decommission then leaves the
-    cluster as it was."""
+    (remove_worker refused, a drain times out); once it ended the cluster is as it was."""
     env = cluster
-    portal = portal_lab.companion_portal(
-        SPEC.name, PORTAL, env, open_ondemand_upstream, tmp_path / "oidc", ["desktop"], []
-    )
-    try:
-        code, result, output = portal.operation(PORTAL, "deploy")
-        assert code == 0, output[-4000:]
-        assert result["adapter_detail"]["portal"]["slurm_client_answers"] is True
-        with portal_lab.desktop_session(
-            portal,
-            DESKTOP_DIR,
-            LATE_USER["name"],
-            "desktop-novnc-bookworm.png",
-            "bc_num_slots=1",
-            "gpus=1",
-            "bc_queue=batch",
-        ) as session:
-            assert session["node"] == "old-w02"
-            assert sorted(session["queues"]) == ["batch", "h100"]
-            check_a_running_job_keeps_its_node(SPEC.name, env, "old-w02", session["job"])
-        code, result, output = portal.operation(PORTAL, "decommission")
-        assert code == 0, output[-4000:]
-    finally:
-        portal.stop()
+    code, result, output = portal.operation(PORTAL, "deploy")
+    assert code == 0, output[-4000:]
+    assert result["adapter_detail"]["portal"]["slurm_client_answers"] is True
+    with portal_lab.desktop_session(
+        portal,
+        DESKTOP_DIR,
+        LATE_USER["name"],
+        "desktop-novnc-bookworm.png",
+        "bc_num_slots=1",
+        "gpus=1",
+        "bc_queue=batch",
+    ) as session:
+        assert session["node"] == "old-w02"
+        assert sorted(session["queues"]) == ["batch", "h100"]
+        check_a_running_job_keeps_its_node(SPEC.name, env, "old-w02", session["job"])
     assert _on("old-ctl", "sinfo -h -N -o '%N %T'").split() == [
         word for node in WORKERS for word in (node, "idle")
     ]
@@ -419,11 +426,14 @@ def test_scheduled_backups_land_on_the_mount_and_a_failed_one_degrades_status(cl
     assert status["instance"]["health"] == "healthy", status["adapter_detail"]["health"]
 
 
-def test_a_controller_is_replaced_from_the_mount_on_22_05_and_the_old_one_cleaned(cluster):
+def test_a_controller_is_replaced_from_the_mount_on_22_05_and_the_old_one_cleaned(cluster, portal):
     """The replacement on Debian 12, from the scheduled backups' folder (lab_tools has the
     checks), with the old controller still answering: it is stopped first and cleaned last.
     No job runs through it (22.05's slurmstepd keeps the old controller's address). The
-    archive's folder on the mount is the new slurmdbd's too."""
+    archive's folder on the mount is the new slurmdbd's too. Issue 69: the portal attached to
+    the cluster (in the request's linked_instances, as the platform carries it) follows: its
+    client gets the new controller's slurm.conf, clusters.d names the new login host, and a
+    desktop session submitted through it afterwards runs; then the portal is decommissioned."""
     lab.add_host(SPEC.name, NEW_CONTROLLER)
     result = check_controller_replacement(
         SPEC.name, cluster, "old-ctl", NEW_CONTROLLER, "old-w01", lost=False, running_through=False
@@ -431,6 +441,28 @@ def test_a_controller_is_replaced_from_the_mount_on_22_05_and_the_old_one_cleane
     assert result["adapter_detail"]["restore"]["slurm_version"].startswith("22.05.")
     archive = _on(NEW_CONTROLLER, "sacctmgr -n -P show configuration | grep -i '^ArchiveDir'")
     assert f"{ARCHIVE}/{result['instance']['id']}" in archive
+
+    assert result["adapter_detail"]["portals"] == [
+        {
+            "instance_id": lab_requests.portal_instance_id(SPEC.name, PORTAL),
+            "host": PORTAL,
+            "followed": True,
+            "reason": None,
+        }
+    ]
+    new_address = portal_lab.address(SPEC.name, NEW_CONTROLLER)
+    assert portal.on("grep ^SlurmctldHost= /etc/slurm/slurm.conf").strip() == (
+        f"SlurmctldHost={NEW_CONTROLLER}({new_address})"
+    )
+    clusters = yaml.safe_load(portal.on(f"cat {portal_lab.CLUSTERS_D}/{SPEC.name}.yml"))
+    assert clusters["v2"]["login"]["host"] == new_address
+    session = portal_lab.launch_session(
+        portal, "desktop", f"{DESKTOP_DIR}-after", "bc_num_slots=1", "gpus=0", "bc_queue=batch"
+    )
+    assert _on(NEW_CONTROLLER, f"squeue -h -j {session['job']} -o %T").strip() == "RUNNING"
+    _on(NEW_CONTROLLER, f"scancel {session['job']}")
+    code, _, output = portal.operation(PORTAL, "decommission")
+    assert code == 0, output[-4000:]
 
 
 def test_a_jobs_output_on_a_worker_is_read_on_the_others_and_outlives_the_cluster(cluster):

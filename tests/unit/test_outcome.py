@@ -762,3 +762,53 @@ def test_an_invalid_requests_result_keeps_a_valid_trace_and_starts_one_for_zeros
     zeros = {"traceparent": "00-" + "0" * 32 + "-00f067aa0ba902b7-01"}
     started = Context.salvaged(zeros).trace_id
     assert started != "0" * 32 and len(started) == 32 and int(started, 16) >= 0
+
+
+def _same_node_replacement() -> dict:
+    """replace_controller of a same_node cluster: the old allocation runs the controller and
+    a worker; the platform gives the replacement a pending member of each."""
+    data = example("slurm-reference/replace_controller")
+    old, new = data["operation"]["target"]["allocation_id"], "3c4d5e6f-7a8b-4c3d-8e4f-404142434445"
+    data["instance"]["placement_intent"] |= {"worker_placement": "same_node"}
+    data["instance"]["placement_intent"]["worker_allocation_ids"] = []
+    data["members"] += [
+        {
+            "member_id": "m-ctl-w",
+            "component_key": "worker",
+            "allocation_id": old,
+            "status": "failed",
+        },
+        {
+            "member_id": "m-ctl2-w",
+            "component_key": "worker",
+            "allocation_id": new,
+            "status": "pending",
+        },
+    ]
+    return data
+
+
+def test_a_same_node_replacement_makes_the_new_host_controller_and_worker():
+    checked = check_request(load_json(json.dumps(_same_node_replacement())))
+    assert checked.request is not None and checked.version is not None, checked.findings
+    plan = RunPlan.of(checked.request, checked.version)
+    groups = plan.inventory.groups
+    assert groups["slurm_controller"] == groups["monitoring"] == ["slurm-ctl2"]
+    assert groups["slurm_workers"] == ["gpu-01", "gpu-02", "slurm-ctl2"]
+    assert groups["slurm_app_replaced"] == ["slurm-ctl"]
+    assert plan.inventory.group_vars["slurm_controller_restore_forget_nodes"] == ["slurm-ctl"]
+    result = _outcome(plan)
+    assert _statuses(result) == {
+        "m-ctl": "removed",
+        "m-ctl-w": "removed",
+        "m-w1": "ready",
+        "m-w2": "ready",
+        "m-ctl2": "ready",
+        "m-ctl2-w": "ready",
+    }
+
+
+def test_a_separate_replacement_forgets_no_node():
+    plan = _plan("replace_controller")
+    assert plan.inventory.group_vars["slurm_controller_restore_forget_nodes"] == []
+    assert "slurm-ctl" not in plan.inventory.groups["slurm_workers"]

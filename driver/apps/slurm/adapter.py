@@ -27,6 +27,8 @@ from driver.apps.slurm.backup import backup_detail, restore_detail
 from driver.apps.slurm.health import health_of, with_observed_members
 from driver.apps.slurm.monitoring import monitoring_vars
 from driver.apps.slurm.operations import traits
+from driver.apps.slurm.portals import portal_hosts, portals_detail, without_portals
+from driver.apps.slurm.replacement import replacement_groups
 from driver.apps.slurm.rules import config_rules, placement_rules
 from driver.apps.slurm.sources import (
     SLURM_SERIES,
@@ -152,6 +154,7 @@ class SlurmReference(AppAdapter):
             (InstanceStatus.RUNNING, Health.UNKNOWN),
         ),
     }
+    carries_attached: ClassVar[frozenset[str]] = frozenset({"replace_controller"})
     status_after: ClassVar[dict[str, MemberStatus | None]] = {
         **AppAdapter.status_after,
         "replace_controller": MemberStatus.REMOVED,
@@ -274,21 +277,9 @@ class SlurmReference(AppAdapter):
             allocation = request.allocation(request.operation.target.allocation_id)
             if allocation is not None:  # validation guarantees it
                 inventory.group_vars["slurm_controller_target_node"] = allocation.hostname
-        # replace_worker: both workers are in slurm_workers; its plays tell them apart
-        if request.operation.replacement is not None and request.operation.target is not None:
-            hosts = inventory.allocation_hosts
-            replaced = hosts[request.operation.target.allocation_id]
-            inventory.groups["slurm_app_replaced"] = [replaced]
-            inventory.groups["slurm_app_replacement"] = [
-                hosts[request.operation.replacement.allocation_id]
-            ]
-            # replace_controller: the old controller is only the host to stop and clean; every
-            # play that needs the controller finds the new one alone
-            if request.operation.type == "replace_controller":
-                for group in ("slurm_controller", "monitoring"):
-                    inventory.groups[group] = [
-                        host for host in inventory.groups.get(group, []) if host != replaced
-                    ]
+        replacement_groups(request, inventory)
+        if request.operation.type in self.carries_attached:
+            portal_hosts(request, inventory)
 
     def failed_past_return(
         self, request: OperationRequest, reported: dict[str, Any]
@@ -354,7 +345,12 @@ class SlurmReference(AppAdapter):
     ) -> dict[str, Any]:
         if traits(request.operation.type).leaves_workers_behind:
             return hosts_not_reached(reported, "not_reached")
-        reported = with_observed_members(request, reported)
+        portals = (
+            portals_detail(request, inventory, reported)
+            if request.operation.type in self.carries_attached and request.linked_instances
+            else None
+        )
+        reported = with_observed_members(request, without_portals(reported, inventory))
         if request.operation.type == "backup" and reported.get("slurm_app_backup"):
             return {"backup": backup_detail(reported["slurm_app_backup"])}
         controller = reported.get("slurm_app_controller") or {}
@@ -366,7 +362,11 @@ class SlurmReference(AppAdapter):
                     reported["slurm_app_backup"]
                 )
         if not controller:
-            return {**teardown_data(reported, self.previews(request)), **release}
+            return {
+                **teardown_data(reported, self.previews(request)),
+                **release,
+                **({"portals": portals} if portals is not None else {}),
+            }
         detail: dict[str, Any] = {
             "cluster_name": controller.get("cluster_name"),
             "daemon_versions": {
@@ -405,6 +405,8 @@ class SlurmReference(AppAdapter):
             detail["converged_by"] = member_converged_by(reported)
         detail.update(release)
         detail.update(teardown_data(reported, preview=False))
+        if portals is not None:
+            detail["portals"] = portals
         # An access bundle is a promise that there is a cluster to use: only after a success.
         if not failed:
             users = request.instance.config.get("users") or []

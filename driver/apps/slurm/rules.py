@@ -16,19 +16,7 @@ def placement_rules(request: OperationRequest) -> Iterator[Violation]:
     placement = request.instance.placement_intent
     controller = placement.get("controller_allocation_id")
     if request.operation.type == "replace_controller" and controller is not None:
-        for member in request.members:
-            if (
-                member.component_key == "worker"
-                and member.allocation_id == UUID(controller)
-                and member.status is not MemberStatus.REMOVED
-            ):
-                yield Violation(
-                    "target-invalid",
-                    ("operation", "target", "allocation_id"),
-                    f"the controller's allocation also runs worker member {member.member_id} "
-                    "(same_node): replace_controller moves a controller that runs no worker "
-                    "(worker_placement separate)",
-                )
+        yield from _replacement_rules(request, UUID(controller))
     if placement.get("worker_placement") == "separate":
         for index, member in enumerate(request.members):
             if member.component_key == "worker" and member.allocation_id == UUID(controller):
@@ -37,6 +25,49 @@ def placement_rules(request: OperationRequest) -> Iterator[Violation]:
                     ("members", index, "allocation_id"),
                     "separate placement: no worker runs on the controller's allocation",
                 )
+
+
+def _replacement_rules(request: OperationRequest, controller: UUID) -> Iterator[Violation]:
+    """A same_node controller's allocation runs a worker too: the replacement takes both, so
+    the platform sends a pending worker member on it beside the pending controller member (the
+    old allocation's two members end removed). A separate cluster's replacement runs no
+    worker."""
+    replacement = request.operation.replacement
+    if replacement is None:
+        return
+    same_node = [
+        m
+        for m in request.members
+        if m.component_key == "worker"
+        and m.allocation_id == controller
+        and m.status is not MemberStatus.REMOVED
+    ]
+    on_replacement = [
+        index
+        for index, m in enumerate(request.members)
+        if m.component_key == "worker" and m.allocation_id == replacement.allocation_id
+    ]
+    if same_node and not any(
+        request.members[i].status is MemberStatus.PENDING for i in on_replacement
+    ):
+        yield Violation(
+            "member-mismatch",
+            ("members",),
+            f"the controller's allocation also runs worker member {same_node[0].member_id} "
+            f"(same_node): the replacement becomes the controller and the worker; expected a "
+            f"pending worker member on allocation {replacement.allocation_id} beside the "
+            "pending controller member",
+        )
+    if not same_node:
+        for index in on_replacement:
+            if request.members[index].status is not MemberStatus.PENDING:
+                continue  # an allocation already backing a worker: the target checks say so
+            yield Violation(
+                "member-mismatch",
+                ("members", index, "allocation_id"),
+                "the controller's allocation runs no worker (worker_placement separate): the "
+                "replacement becomes the controller alone",
+            )
 
 
 def config_rules(config: dict[str, Any], base: LinePath) -> Iterator[Violation]:
