@@ -346,7 +346,7 @@ class SlurmReference(AppAdapter):
         if traits(request.operation.type).leaves_workers_behind:
             return hosts_not_reached(reported, "not_reached")
         portals = (
-            portals_detail(request, inventory, reported)
+            portals_detail(request, reported)
             if request.operation.type in self.carries_attached and request.linked_instances
             else None
         )

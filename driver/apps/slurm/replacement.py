@@ -1,8 +1,24 @@
 """The groups of an operation that puts a new allocation in a member's place (replace_worker,
 replace_controller): which host is replaced, which replaces it, and where each plays."""
 
+from uuid import UUID
+
 from driver.inventory import Inventory
-from driver.models.request import MemberStatus, OperationRequest
+from driver.models.request import Member, MemberStatus, OperationRequest
+
+
+def same_node_worker(request: OperationRequest, controller: UUID) -> Member | None:
+    """The live worker member on the controller's allocation (same_node), if there is one."""
+    return next(
+        (
+            m
+            for m in request.members
+            if m.component_key == "worker"
+            and m.allocation_id == controller
+            and m.status is not MemberStatus.REMOVED
+        ),
+        None,
+    )
 
 
 def replacement_groups(request: OperationRequest, inventory: Inventory) -> None:
@@ -23,10 +39,5 @@ def replacement_groups(request: OperationRequest, inventory: Inventory) -> None:
         inventory.groups[group] = [h for h in inventory.groups.get(group, []) if h != replaced]
     # same_node: the old host's node is dropped from the restored definitions before the new
     # controller first starts (slurmctld requeues its jobs); the replacement joins as a worker
-    same_node = any(
-        m.component_key == "worker"
-        and m.allocation_id == target.allocation_id
-        and m.status is not MemberStatus.REMOVED
-        for m in request.members
-    )
+    same_node = same_node_worker(request, target.allocation_id) is not None
     inventory.group_vars["slurm_controller_restore_forget_nodes"] = [replaced] if same_node else []

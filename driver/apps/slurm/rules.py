@@ -7,6 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from driver.apps.base import Violation
+from driver.apps.slurm.replacement import same_node_worker
 from driver.documents import LinePath
 from driver.models.request import MemberStatus, OperationRequest
 from driver.role_code import controller_rules, reserved_accounts, role_filters
@@ -35,30 +36,24 @@ def _replacement_rules(request: OperationRequest, controller: UUID) -> Iterator[
     replacement = request.operation.replacement
     if replacement is None:
         return
-    same_node = [
-        m
-        for m in request.members
-        if m.component_key == "worker"
-        and m.allocation_id == controller
-        and m.status is not MemberStatus.REMOVED
-    ]
+    same_node = same_node_worker(request, controller)
     on_replacement = [
         index
         for index, m in enumerate(request.members)
         if m.component_key == "worker" and m.allocation_id == replacement.allocation_id
     ]
-    if same_node and not any(
+    if same_node is not None and not any(
         request.members[i].status is MemberStatus.PENDING for i in on_replacement
     ):
         yield Violation(
             "member-mismatch",
             ("members",),
-            f"the controller's allocation also runs worker member {same_node[0].member_id} "
+            f"the controller's allocation also runs worker member {same_node.member_id} "
             f"(same_node): the replacement becomes the controller and the worker; expected a "
             f"pending worker member on allocation {replacement.allocation_id} beside the "
             "pending controller member",
         )
-    if not same_node:
+    if same_node is None:
         for index in on_replacement:
             if request.members[index].status is not MemberStatus.PENDING:
                 continue  # an allocation already backing a worker: the target checks say so
