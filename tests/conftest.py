@@ -165,6 +165,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)
 
 
+class FailuresAsTheyHappen:
+    """A failure's cause printed when it happens, not only in the summary at the end: a run
+    that CI stops at its time limit, or whose output is cut, still says what failed and why."""
+
+    lines = 25
+
+    def __init__(self, reporter) -> None:
+        self.reporter = reporter
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not report.failed:
+            return
+        self.reporter.write_line("")
+        self.reporter.write_sep(
+            "!", f"FAILED {report.nodeid} ({report.when}, {report.duration:.0f} s)"
+        )
+        for line in report.longreprtext.splitlines()[-self.lines :]:
+            self.reporter.write_line(line)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    # an xdist worker has no terminal of its own: the controller prints the workers' reports
+    if reporter is not None and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(FailuresAsTheyHappen(reporter), "failures-as-they-happen")
+
+
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     """Seconds per test file (setup, call and teardown together): with --dist loadfile a file
     runs on one worker, so these are what the workers' shares are made of. Kept for the next
