@@ -14,6 +14,9 @@ from driver.runner.run import MITOGEN_ENVIRONMENT
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO_TIMEOUT_S = 2400
+# pytest-timeout's limit for a scenario's test: past the scenario's own, so that a hung
+# scenario's containers are destroyed (below) before pytest gives up on the test
+SCENARIO_TEST = pytest.mark.timeout(SCENARIO_TIMEOUT_S + 900)
 
 
 def run_scenario(scenario: str, distro: str, tmp_path: Path, mitogen: bool = False) -> None:

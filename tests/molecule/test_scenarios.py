@@ -7,9 +7,9 @@ clean daemon logs) the `old` lab proves through the driver; the same_node placem
 e2e's `cfg` and `ood` labs (and the `ood` scenario's cluster host)."""
 
 import pytest
-from scenario import run_scenario
+from scenario import SCENARIO_TEST, run_scenario
 
-pytestmark = pytest.mark.containers
+pytestmark = [pytest.mark.containers, SCENARIO_TEST]
 
 
 def test_monitoring_scenario(docker_engine, tmp_path):
