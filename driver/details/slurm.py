@@ -173,6 +173,14 @@ class Restore(OutputModel):
     """The bundle that took it."""
     restored_now: bool
     """False where a re-run found the controller already made from it."""
+    jobs_requeued: list[str] | None = None
+    """Slurm 22.05: the jobs that ran through the loss and still ran, requeued (they run
+    again at once). A 22.05 slurmstepd keeps the lost controller's address, so their end could
+    never be recorded; the record of the run that was cut says REQUEUED, its AdminComment
+    why."""
+    jobs_cancelled: list[str] | None = None
+    """Slurm 22.05: the jobs that ran through the loss whose work had ended, or that may not
+    be requeued: cancelled, their record saying why in its AdminComment."""
 
 
 class ControllerAccess(OutputModel):

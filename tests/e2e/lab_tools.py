@@ -744,7 +744,7 @@ def check_controller_replacement(
     new: str,
     worker: str,
     lost: bool = True,
-    running_through: bool = True,
+    requeued: bool = False,
 ) -> dict:
     """The recovery the platform runs when a controller is lost: a finished job, a job running
     on `worker` and one pending behind it; a backup; the old controller's container killed
@@ -754,20 +754,20 @@ def check_controller_replacement(
     associations, QoS and shares are as they were, every worker answers the new controller,
     its Prometheus scrapes every member, and the munge key is in no result and no file of the
     driver's state but the backups. Returns the result.
-    Without `running_through` (22.05: a job's slurmstepd keeps the old controller's address, so
-    the end of a job that ran through the replacement never reaches the new one; see
-    docs/operations.md) no job runs across it; the pending one waits for its begin time."""
+    With `requeued` (22.05: a job's slurmstepd keeps the old controller's address, so the end
+    of a job that ran through the replacement never reaches the new one; see
+    docs/operations.md) the running job is requeued by the replacement, its cut run recorded
+    REQUEUED with why, and it runs again at once."""
     release = "/tmp/release-replacement-job"
     finished = _as_lab_user(lab_name, old, "sbatch --parsable -W -o /dev/null --wrap true")
     waits = f"'until [ -e {release} ]; do sleep 1; done'"
-    running = ""
-    if running_through:
-        running = _as_lab_user(
-            lab_name, old, f"sbatch --parsable -o /dev/null -w {worker} -J outlives --wrap {waits}"
-        )
-        wait_on_host(lab_name, old, f"squeue -h -j {running} -t R | grep -q .")
-    behind = f"-d afterok:{running}" if running else "--begin=now+60"
-    pending = _as_lab_user(lab_name, old, f"sbatch --parsable -o /dev/null {behind} --wrap true")
+    running = _as_lab_user(
+        lab_name, old, f"sbatch --parsable -o /dev/null -w {worker} -J outlives --wrap {waits}"
+    )
+    wait_on_host(lab_name, old, f"squeue -h -j {running} -t R | grep -q .")
+    pending = _as_lab_user(
+        lab_name, old, f"sbatch --parsable -o /dev/null -d afterok:{running} --wrap true"
+    )
     before = _accounting_view(lab_name, old)
     code, backup = lab_operation(lab_name, env, "backup")
     assert code == 0, backup
@@ -798,10 +798,15 @@ def check_controller_replacement(
         assert on_host(lab_name, old, left).strip() == ""
     assert result["instance"]["health"] == "healthy", result["instance"]
     # the job that ran through the loss completes now, on the new controller's records
-    if running:
-        assert on_host(lab_name, new, f"squeue -h -j {running} -o %T").strip() == "RUNNING"
-        on_host(lab_name, worker, f"touch {release}")
-    for job in (running, pending) if running else (pending,):
+    if requeued:
+        assert detail["restore"]["jobs_requeued"] == [running], detail["restore"]
+        runs = f"sacct -n -X -D -P -j {running} -o State,AdminComment"
+        cut = on_host(lab_name, new, runs).splitlines()[0]
+        assert cut.startswith("REQUEUED|slurm-app replace_controller:"), cut
+        wait_on_host(lab_name, new, f"squeue -h -j {running} -t R | grep -q .")
+    assert on_host(lab_name, new, f"squeue -h -j {running} -o %T").strip() == "RUNNING"
+    on_host(lab_name, worker, f"touch {release}")
+    for job in (running, pending):
         wait_on_host(lab_name, new, f"sacct -n -X -j {job} -o State | grep -q COMPLETED", 120)
     assert on_host(lab_name, new, f"sacct -n -X -j {finished} -o State").strip() == "COMPLETED"
     assert _accounting_view(lab_name, new) == before

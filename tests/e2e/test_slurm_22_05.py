@@ -429,14 +429,15 @@ def test_scheduled_backups_land_on_the_mount_and_a_failed_one_degrades_status(cl
 def test_a_controller_is_replaced_from_the_mount_on_22_05_and_the_old_one_cleaned(cluster, portal):
     """The replacement on Debian 12, from the scheduled backups' folder (lab_tools has the
     checks), with the old controller still answering: it is stopped first and cleaned last.
-    No job runs through it (22.05's slurmstepd keeps the old controller's address). The
-    archive's folder on the mount is the new slurmdbd's too. Issue 69: the portal attached to
-    the cluster (in the request's linked_instances, as the platform carries it) follows: its
-    client gets the new controller's slurm.conf, clusters.d names the new login host, and a
-    desktop session submitted through it afterwards runs; then the portal is decommissioned."""
+    The job running through it is requeued with a record (22.05's slurmstepd keeps the old
+    controller's address) and runs again. The archive's folder on the mount is the new
+    slurmdbd's too. Issue 69: the portal attached to the cluster (in the request's
+    linked_instances, as the platform carries it) follows: its client gets the new controller's
+    slurm.conf, clusters.d names the new login host, and a desktop session submitted through it
+    afterwards runs; then the portal is decommissioned."""
     lab.add_host(SPEC.name, NEW_CONTROLLER)
     result = check_controller_replacement(
-        SPEC.name, cluster, "old-ctl", NEW_CONTROLLER, "old-w01", lost=False, running_through=False
+        SPEC.name, cluster, "old-ctl", NEW_CONTROLLER, "old-w01", lost=False, requeued=True
     )
     assert result["adapter_detail"]["restore"]["slurm_version"].startswith("22.05.")
     archive = _on(NEW_CONTROLLER, "sacctmgr -n -P show configuration | grep -i '^ArchiveDir'")

@@ -390,7 +390,9 @@ class SlurmReference(AppAdapter):
         if reported.get("slurm_app_key_rotation"):
             detail["munge_key"] = reported["slurm_app_key_rotation"]
         if reported.get("slurm_app_restore"):
-            detail["restore"] = restore_detail(reported["slurm_app_restore"])
+            detail["restore"] = restore_detail(
+                reported["slurm_app_restore"], reported.get("slurm_app_jobs_at_loss") or {}
+            )
             if not failed:
                 # what the platform records as the instance's placement from now on
                 detail["placement_intent"] = {

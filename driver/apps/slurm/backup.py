@@ -40,10 +40,14 @@ RESTORE_FIELDS = (
 )
 
 
-def restore_detail(reported: dict[str, Any]) -> dict[str, Any]:
+def restore_detail(reported: dict[str, Any], jobs_at_loss: dict[str, Any]) -> dict[str, Any]:
     """The backup restored and from when its state is: what happened on the cluster after
     `state_from` (jobs submitted, records written) is not in it. `restored_now` is false where
-    a re-run found the new controller already made from it."""
+    a re-run found the new controller already made from it. On 22.05, the jobs that ran
+    through the loss and were requeued or cancelled (slurm_worker's stale_steps.yml)."""
     detail = {field: reported.get(field) for field in RESTORE_FIELDS}
     detail["restored_now"] = str(detail["restored_now"]).lower() == "true"
+    for ended in ("requeued", "cancelled"):
+        if ended in jobs_at_loss:
+            detail[f"jobs_{ended}"] = [str(job) for job in jobs_at_loss[ended]]
     return detail
