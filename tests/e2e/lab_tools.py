@@ -11,6 +11,7 @@ import tarfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -94,6 +95,31 @@ def run_request(path: Path, env: dict[str, str], venv: Path = VENV) -> tuple[int
     return ran.returncode, lines[-1]["result"]
 
 
+def kill_the_driver_at(request: Path, env: dict[str, str], task: str) -> list[dict]:
+    """The driver run on `request` as run_request runs it, SIGKILLed once a host has done
+    `task` (its name as the events give it): the platform's process lost mid-run, its guard
+    left to end the playbook's tree (driver.runner.guard). Returns the events it wrote."""
+    driver = subprocess.Popen(
+        [str(VENV / "bin" / "slurm-app-driver"), "run", str(request)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    events: list[dict] = []
+    try:
+        for line in driver.stdout or ():
+            events.append(json.loads(line))
+            if events[-1]["event"] in ("host.ok", "host.changed") and events[-1]["task"] == task:
+                driver.kill()
+                break
+    finally:
+        driver.kill()
+        driver.wait(timeout=60)
+    assert driver.returncode == -9, f"the run ended before {task!r}: {events[-3:]}"
+    return events
+
+
 def deploy_lab(spec: lab_spec.LabSpec, env: dict[str, str], config: dict) -> dict:
     """A fresh lab deployed through the driver, `config` laid over the lab's own; the result."""
     lab.down(spec.name)
@@ -113,11 +139,20 @@ def lab_operation(
     target: str | list[str] | None = None,
     *,
     replacement: str | None = None,
+    killed_at: tuple[str, ...] = (),
+    after_kill: Callable[[str], None] | None = None,
     **options,
 ) -> tuple[int, dict]:
     """A member operation on a deployed lab through the driver; the lab then knows the
-    members as the result left them, as the platform would."""
+    members as the result left them, as the platform would. With `killed_at`, the same request
+    runs first once per task named there, each run killed once a host has done it
+    (kill_the_driver_at) and `after_kill` called with the task; the result is the last run's,
+    which goes to the end."""
     request = lab_requests.operation_request(lab_name, kind, target, options, replacement)
+    for task in killed_at:
+        kill_the_driver_at(request, env, task)
+        if after_kill is not None:
+            after_kill(task)
     code, result = run_request(request, env)
     result_file = request.with_name(f"{kind}-result.json")
     result_file.write_text(json.dumps(result))
@@ -745,6 +780,7 @@ def check_controller_replacement(
     worker: str,
     lost: bool = True,
     requeued: bool = False,
+    killed_at: tuple[str, ...] = (),
 ) -> dict:
     """The recovery the platform runs when a controller is lost: a finished job, a job running
     on `worker` and one pending behind it; a backup; the old controller's container killed
@@ -757,7 +793,12 @@ def check_controller_replacement(
     With `requeued` (22.05: a job's slurmstepd keeps the old controller's address, so the end
     of a job that ran through the replacement never reaches the new one; see
     docs/operations.md) the running job is requeued by the replacement, its cut run recorded
-    REQUEUED with why, and it runs again at once."""
+    REQUEUED with why, and it runs again at once.
+    With `killed_at` (lab_operation's), the replacement's driver is killed at each of those
+    tasks in turn before the run that ends it: each re-run goes on from where the last stopped,
+    and the same holds at the end, each job recorded once. A job submitted to the new
+    controller after the last kill (recorded by the slurmctld and slurmdbd the killed runs
+    started) keeps its record through the run that ends it, and runs."""
     release = "/tmp/release-replacement-job"
     finished = _as_lab_user(lab_name, old, "sbatch --parsable -W -o /dev/null --wrap true")
     waits = f"'until [ -e {release} ]; do sleep 1; done'"
@@ -774,7 +815,23 @@ def check_controller_replacement(
     key = on_host(lab_name, worker, "base64 -w0 /etc/munge/munge.key")
     if lost:
         kill_host(lab_name, old)
-    code, result = lab_operation(lab_name, env, "replace_controller", old, replacement=new)
+    between: list[str] = []
+
+    def submit_to_the_new_controller(task: str) -> None:
+        if task == killed_at[-1]:
+            between.append(
+                _as_lab_user(lab_name, new, "sbatch --parsable --hold -o /dev/null --wrap true")
+            )
+
+    code, result = lab_operation(
+        lab_name,
+        env,
+        "replace_controller",
+        old,
+        replacement=new,
+        killed_at=killed_at,
+        after_kill=submit_to_the_new_controller,
+    )
     assert code == 0, result
     detail = result["adapter_detail"]
     statuses = {m["allocation_id"]: m["status"] for m in result["members"]}
@@ -806,9 +863,16 @@ def check_controller_replacement(
         wait_on_host(lab_name, new, f"squeue -h -j {running} -t R | grep -q .")
     assert on_host(lab_name, new, f"squeue -h -j {running} -o %T").strip() == "RUNNING"
     on_host(lab_name, worker, f"touch {release}")
-    for job in (running, pending):
+    for job in between:
+        assert on_host(lab_name, new, f"sacct -n -X -j {job} -o State").strip() == "PENDING"
+        on_host(lab_name, new, f"scontrol release {job}")
+    for job in (running, pending, *between):
         wait_on_host(lab_name, new, f"sacct -n -X -j {job} -o State | grep -q COMPLETED", 120)
     assert on_host(lab_name, new, f"sacct -n -X -j {finished} -o State").strip() == "COMPLETED"
+    for job in (finished, running, pending, *between):
+        runs = on_host(lab_name, new, f"sacct -n -X -D -P -j {job} -o State").split()
+        recorded = ["REQUEUED", "COMPLETED"] if requeued and job == running else ["COMPLETED"]
+        assert runs == recorded, (job, runs)
     assert _accounting_view(lab_name, new) == before
     nodes = on_host(lab_name, new, "sinfo -h -N -o '%N %T'").split()
     assert nodes[1::2] == ["idle"] * (len(nodes) // 2), nodes

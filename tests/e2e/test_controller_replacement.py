@@ -141,8 +141,22 @@ def test_a_backup_that_cannot_be_restored_is_refused_before_any_host_changes(clu
     assert on_host(SPEC.name, NEW, "ls /var/lib/slurm-app-restore 2>&1 || true").startswith("ls:")
 
 
+# Issue 69 (1): where a driver killed mid-replacement leaves the most half-done, one kill each:
+# the database loaded (slurmdbd not started on it), slurmdbd answering on it (slurmctld not
+# started), slurmctld started from the backup's state (not yet recorded as made from it).
+KILLED_AT = (
+    "Load the accounting database from the backup",
+    "Wait until slurmdbd answers",
+    "Start slurmctld",
+)
+
+
 def test_the_lost_controller_is_replaced_from_the_mount_and_the_cluster_goes_on(cluster):
-    result = check_controller_replacement(SPEC.name, cluster["env"], OLD, NEW, WORKERS[0])
+    """The platform's driver is killed (SIGKILL) at each of KILLED_AT in turn, and the same
+    request sent again each time: the run that ends converges with nothing lost."""
+    result = check_controller_replacement(
+        SPEC.name, cluster["env"], OLD, NEW, WORKERS[0], killed_at=KILLED_AT
+    )
     assert result["adapter_detail"]["restore"]["source"] == "platform_mount"
     assert on_host(SPEC.name, NEW, "ls -A /var/lib/slurm-app-restore 2>/dev/null || true") == ""
     # backups go on from the new controller, into the same instance's folder
