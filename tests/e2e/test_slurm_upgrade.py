@@ -242,9 +242,23 @@ def _repository_archive(folder: Path) -> tuple[Path, str]:
     return archive, hashlib.sha256(archive.read_bytes()).hexdigest()
 
 
+# Issue 69 (1): the upgrade's driver killed (SIGKILL) where a Slurm upgrade is most half-done,
+# the same request sent again each time: slurmdbd answering on 26.05 (its database converted),
+# slurmctld's package upgraded with it but the daemon still 24.11's; then, in the run sent
+# again, slurmctld restarted on 26.05 (upgrade_check.yml restarts a daemon left on a replaced
+# binary) and every slurmd still on 24.11.
+UPGRADE_KILLED_AT = (
+    "Wait until slurmdbd answers (its database converted)",
+    "Restart slurmctld on its new release",
+)
+
+
 def test_the_upgrade_installs_from_the_sites_repository_archive(cluster, tmp_path):
     """After the rollback every member is on 24.11 again, the pinned suites removed: the same
-    upgrade, the site settings now naming an archive (source: artifact) and its sha256."""
+    upgrade, the site settings now naming an archive (source: artifact) and its sha256. Its
+    driver is killed at each of UPGRADE_KILLED_AT, and the run that ends converges with
+    nothing lost: a job running through all three keeps running and is recorded once, every
+    record before stays as it was."""
     env = cluster["env"]
     archive, sha256 = _repository_archive(tmp_path)
     site_file = Path(env["SLURM_APP_STATE_DIR"]) / "site.yaml"
@@ -258,8 +272,22 @@ def test_the_upgrade_installs_from_the_sites_repository_archive(cluster, tmp_pat
 
     site["slurm"]["sha256"] = sha256
     site_file.write_text(yaml.safe_dump(site))
-    code, result = lab_operation(SPEC.name, env, "upgrade", to_version="2.0.0")
+    recorded = _on(CONTROLLER, "sacct -n -X -P -a -S 2000-01-01 -o JobID,State").split()
+    release = "/tmp/release-upgrade-job"
+    waits = f"'until [ -e {release} ]; do sleep 1; done'"
+    running = _submit("-w", WORKERS[0], "-o", "/dev/null", "--wrap", waits)
+    wait_on_host(SPEC.name, CONTROLLER, f"squeue -h -j {running} -t R | grep -q .")
+    code, result = lab_operation(
+        SPEC.name, env, "upgrade", to_version="2.0.0", killed_at=UPGRADE_KILLED_AT
+    )
     assert code == 0, result["error"]
+    assert _on(CONTROLLER, f"squeue -h -j {running} -o %T").strip() == "RUNNING"
+    _on(WORKERS[0], f"touch {release}")
+    _wait_for(running, "COMPLETED", 120)
+    now = _on(CONTROLLER, "sacct -n -X -P -a -S 2000-01-01 -o JobID,State").split()
+    # the upgrade's readiness job is recorded after these
+    assert now[: len(recorded)] == recorded, now
+    assert [row for row in now if row.startswith(f"{running}|")] == [f"{running}|COMPLETED"], now
     assert result["adapter_detail"]["upgrade"]["slurm_version"] == "26.05.5"
     versions = _versions()
     assert versions[CONTROLLER].split("\n") == ["slurm-wlm 26.05.5"] * 2, versions
