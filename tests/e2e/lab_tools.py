@@ -44,10 +44,16 @@ def host_fingerprint(lab_name: str, host: str) -> str:
     )
 
 
-def wait_on_host(lab_name: str, host: str, check: str, seconds: int = 60) -> None:
-    """Until the shell check succeeds on the host, at most `seconds`."""
+def wait_on_host(
+    lab_name: str, host: str, check: str, seconds: int = 60, describe: str = ""
+) -> None:
+    """Until the shell check succeeds on the host, at most `seconds`; then the test fails
+    with what the shell command `describe` says there (a cut CI log still shows why)."""
     loop = f"for i in $(seq {seconds}); do {check} && exit 0; sleep 1; done; exit 1"
-    on_host(lab_name, host, loop)
+    ran = lab.host_container(lab_name, host).exec_run(["/bin/bash", "-c", loop])
+    if ran.exit_code != 0:
+        seen = on_host(lab_name, host, f"{{ {describe}; }} 2>&1 || true") if describe else ""
+        raise AssertionError(f"not true in {seconds} s on {host}: {check}\n{seen}")
 
 
 def name_the_gpus(lab_name: str, host: str, model: str, count: int) -> None:
@@ -860,7 +866,13 @@ def check_controller_replacement(
         runs = f"sacct -n -X -D -P -j {running} -o State,AdminComment"
         cut = on_host(lab_name, new, runs).splitlines()[0]
         assert cut.startswith("REQUEUED|slurm-app replace_controller:"), cut
-        wait_on_host(lab_name, new, f"squeue -h -j {running} -t R | grep -q .")
+        wait_on_host(
+            lab_name,
+            new,
+            f"squeue -h -j {running} -t R | grep -q .",
+            describe=f"date; scontrol show job {running}; sinfo -N -o '%N %T %E'; "
+            "journalctl -u slurmctld -n 40 --no-pager",
+        )
     assert on_host(lab_name, new, f"squeue -h -j {running} -o %T").strip() == "RUNNING"
     on_host(lab_name, worker, f"touch {release}")
     for job in between:
