@@ -246,11 +246,8 @@ def _repository_archive(folder: Path) -> tuple[Path, str]:
 # the same request sent again each time: slurmdbd answering on 26.05 (its database converted),
 # slurmctld's package upgraded with it but the daemon still 24.11's; then, in the run sent
 # again, slurmctld restarted on 26.05 (upgrade_check.yml restarts a daemon left on a replaced
-# binary) and every slurmd still on 24.11.
-UPGRADE_KILLED_AT = (
-    "Wait until slurmdbd answers (its database converted)",
-    "Restart slurmctld on its new release",
-)
+# binary, before anything else restarts slurmctld) and every slurmd still on 24.11.
+UPGRADE_KILLED_AT = ("Wait until slurmdbd answers (its database converted)", "Restart slurmctld")
 
 
 def test_the_upgrade_installs_from_the_sites_repository_archive(cluster, tmp_path):
