@@ -94,6 +94,19 @@ class BackupFile(OutputModel):
     """Its SHA-256, checked before a restore."""
 
 
+class BackupMetrics(OutputModel):
+    """Prometheus's history in a backup (metrics.tar): its persisted blocks and its
+    write-ahead log, from which a restored Prometheus rebuilds the last two to three hours."""
+
+    blocks: int
+    """Persisted blocks (each about two hours, compacted up to a tenth of the retention)."""
+    wal_segments: int
+    """Files of the write-ahead log, its checkpoint's included."""
+    oldest_sample: str | None
+    """Where the oldest block starts (UTC, ISO 8601): how far back the history goes; null when
+    all of it is still in the write-ahead log."""
+
+
 class BackupManifest(OutputModel):
     """What a backup holds, as its manifest says (never the files' contents)."""
 
@@ -115,6 +128,9 @@ class BackupManifest(OutputModel):
     """The moment the queue's state is from: what happened after it is not in the backup."""
     accounting: bool | None
     """Whether it holds the accounting database."""
+    metrics: BackupMetrics | None = None
+    """Prometheus's history it holds; null where it holds none (Prometheus not on the
+    controller, slurm_controller_backup_metrics off, or a backup of an earlier release)."""
     files: list[BackupFile] | None
     """Its files."""
 

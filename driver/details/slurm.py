@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import Field
 
-from driver.details.common import BackupDetail, CommonDetail, HostReason
+from driver.details.common import BackupDetail, BackupMetrics, CommonDetail, HostReason
 from driver.details.monitoring import Disk, MonitoringReport
 from driver.models.common import OutputModel
 
@@ -173,6 +173,10 @@ class Restore(OutputModel):
     """The bundle that took it."""
     restored_now: bool
     """False where a re-run found the controller already made from it."""
+    metrics: BackupMetrics | None = None
+    """Prometheus's history put back on the new controller, as the backup's manifest says;
+    null where the backup holds none. What Prometheus scraped after the backup was taken is
+    not in it."""
     jobs_requeued: list[str] | None = None
     """Slurm 22.05: the jobs that ran through the loss and still ran, requeued (they run
     again at once). A 22.05 slurmstepd keeps the lost controller's address, so their end could

@@ -778,6 +778,39 @@ def prometheus_targets(lab_name: str, host: str) -> dict[tuple[str, str], str]:
     return {(job, node): health for job, node, health in found}
 
 
+def prometheus_value(lab_name: str, host: str, query: str, at: float) -> str | None:
+    """The value the monitoring host's Prometheus gives the instant query at `at` (its only
+    series'), or None where it has none."""
+    script = (
+        "import json, sys, urllib.parse, urllib.request; "
+        "url = 'http://127.0.0.1:9090/api/v1/query?' + urllib.parse.urlencode("
+        "{'query': sys.argv[1], 'time': sys.argv[2]}); "
+        "found = json.load(urllib.request.urlopen(url))['data']['result']; "
+        "print(json.dumps(found[0]['value'][1] if found else None))"
+    )
+    return json.loads(on_host(lab_name, host, f"python3 -c \"{script}\" '{query}' {at}"))
+
+
+# Prometheus's history older than its head: a block promtool (Prometheus's own tool) writes
+# into its storage, a day old (within the retention), as Prometheus cuts its own every 2 hours
+HISTORY_PROBE = 'slurm_app_history_probe{probe="before-the-loss"}'
+
+
+def write_a_day_old_block(lab_name: str, host: str) -> float:
+    """The probe's block in the host's Prometheus storage; returns the moment it holds 2 at."""
+    at = int(time.time()) - 86400
+    samples = f"# TYPE slurm_app_history_probe gauge\n{HISTORY_PROBE} 1 {at}\n"
+    samples += f"{HISTORY_PROBE} 2 {at + 60}\n# EOF\n"
+    storage = "/var/lib/prometheus/metrics2"
+    on_host(
+        lab_name,
+        host,
+        f"printf '{samples}' > /tmp/history.om && promtool tsdb create-blocks-from openmetrics "
+        f"/tmp/history.om {storage} >/dev/null && chown -R prometheus:prometheus {storage}",
+    )
+    return at + 60
+
+
 def check_controller_replacement(
     lab_name: str,
     env: dict[str, str],
@@ -795,7 +828,9 @@ def check_controller_replacement(
     completes and is recorded, the pending one runs, the finished one is still in sacct,
     associations, QoS and shares are as they were, every worker answers the new controller,
     its Prometheus scrapes every member, and the munge key is in no result and no file of the
-    driver's state but the backups. Returns the result.
+    driver's state but the backups. Prometheus's history comes with the backup: a series the
+    old controller's Prometheus held in its head (its own node's `up`) and one in a persisted
+    block, each queried at a moment before the loss. Returns the result.
     With `requeued` (22.05: a job's slurmstepd keeps the old controller's address, so the end
     of a job that ran through the replacement never reaches the new one; see
     docs/operations.md) the running job is requeued by the replacement, its cut run recorded
@@ -816,6 +851,14 @@ def check_controller_replacement(
         lab_name, old, f"sbatch --parsable -o /dev/null -d afterok:{running} --wrap true"
     )
     before = _accounting_view(lab_name, old)
+    block_at = write_a_day_old_block(lab_name, old)
+    old_up = f'up{{job="node",node="{old}"}}'
+    scraped_at = time.time()
+    deadline = scraped_at + 90
+    while prometheus_value(lab_name, old, old_up, scraped_at) != "1":
+        assert time.time() < deadline, "the old controller's Prometheus never scraped itself"
+        time.sleep(3)
+        scraped_at = time.time()
     code, backup = lab_operation(lab_name, env, "backup")
     assert code == 0, backup
     key = on_host(lab_name, worker, "base64 -w0 /etc/munge/munge.key")
@@ -898,6 +941,13 @@ def check_controller_replacement(
             break
         time.sleep(3)
     assert {target: targets.get(target) for target in wanted} == wanted, targets
+    # the old controller's Prometheus history, from its head and from a block, before the loss
+    metrics = backup["adapter_detail"]["backup"]["manifest"]["metrics"]
+    assert metrics["blocks"] >= 1 and metrics["wal_segments"] >= 1, metrics
+    assert metrics["oldest_sample"] <= time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(block_at))
+    assert detail["restore"]["metrics"] == metrics
+    assert prometheus_value(lab_name, new, old_up, scraped_at) == "1"
+    assert prometheus_value(lab_name, new, HISTORY_PROBE, block_at) == "2"
     # the key is the cluster's, on the new controller too, and in no output
     assert on_host(lab_name, new, "base64 -w0 /etc/munge/munge.key") == key
     raw = base64.b64decode(key)

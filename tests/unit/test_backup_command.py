@@ -85,6 +85,106 @@ def test_a_backup_holds_its_files_as_its_manifest_lists_them(tmp_path):
     assert recorded["last_success"]["backup_id"] == taken["backup_id"]
 
 
+# Two persisted blocks as Prometheus writes them (ULID folders, meta.json last), one it is
+# still writing, one it is compacting, and its write-ahead log and head chunks.
+BLOCKS = {"01JDX8T2V9A3C0000000000000": 1764547200000, "01JDXFNT19A3C0000000000000": 1764554400000}
+
+
+def _prometheus_storage(tmp_path: Path) -> Path:
+    storage = tmp_path / "metrics2"
+    for block, start in BLOCKS.items():
+        (storage / block / "chunks").mkdir(parents=True)
+        (storage / block / "chunks" / "000001").write_bytes(os.urandom(4096))
+        (storage / block / "index").write_bytes(os.urandom(512))
+        (storage / block / "tombstones").write_bytes(b"\x00" * 9)
+        meta = {"ulid": block, "minTime": start, "maxTime": start + 7_200_000, "version": 1}
+        (storage / block / "meta.json").write_text(json.dumps(meta))
+    (storage / "01JDXPHJ99A3C0000000000000" / "chunks").mkdir(parents=True)
+    (storage / "01JDXPHJ99A3C0000000000000.tmp-for-creation").mkdir()
+    (storage / "wal" / "checkpoint.00000003").mkdir(parents=True)
+    (storage / "wal" / "checkpoint.00000003" / "00000000").write_bytes(os.urandom(256))
+    for segment in ("00000004", "00000005"):
+        (storage / "wal" / segment).write_bytes(os.urandom(1024))
+    (storage / "chunks_head").mkdir()
+    (storage / "chunks_head" / "000001").write_bytes(os.urandom(128))
+    (storage / "lock").write_text("")
+    (storage / "queries.active").write_text("")
+    return storage
+
+
+def test_prometheus_history_is_its_blocks_and_log_at_one_moment(tmp_path):
+    storage = _prometheus_storage(tmp_path)
+    config = _config(tmp_path, metrics_dir=str(storage))
+    taken = backup.run(config, "mount", "20261101T000000Z")
+    manifest = taken["manifest"]
+    assert manifest["metrics"] == {
+        "blocks": 2,
+        "wal_segments": 3,
+        "oldest_sample": "2025-12-01T00:00:00Z",
+    }
+    assert [entry["name"] for entry in manifest["files"]][-1] == "metrics.tar"
+    with tarfile.open(Path(taken["path"]) / "metrics.tar") as tar:
+        files = {member.name: tar.extractfile(member).read() for member in tar if member.isfile()}
+    # the blocks and the log, byte for byte; not the block being written, the folders
+    # Prometheus is making or removing, its head chunks (the log rebuilds them) or its lock
+    on_disk = {
+        str(path.relative_to(storage)): path.read_bytes()
+        for path in storage.rglob("*")
+        if path.is_file() and path.relative_to(storage).parts[0] in [*BLOCKS, "wal"]
+    }
+    assert files == on_disk
+    # the upgrade's backup leaves it out
+    without = backup.run(config, "mount", "20261102T000000Z", metrics=False)
+    assert without["manifest"]["metrics"] is None
+    assert "metrics.tar" not in [entry["name"] for entry in without["manifest"]["files"]]
+    # and a controller without Prometheus has none
+    (tmp_path / "other").mkdir()
+    elsewhere = _config(tmp_path / "other", metrics_dir=None)
+    assert backup.run(elsewhere, "mount")["manifest"]["metrics"] is None
+
+
+def test_a_block_prometheus_cuts_during_the_copy_makes_it_start_again(tmp_path, monkeypatch):
+    storage = _prometheus_storage(tmp_path)
+    config = _config(tmp_path, metrics_dir=str(storage))
+    layouts = []
+    read_layout = backup._tsdb_layout
+
+    def cut_after_the_first_copy(data_dir):
+        layouts.append(read_layout(data_dir))
+        if len(layouts) == 2:
+            # the head's oldest hours cut into a block, and the log checkpointed past them
+            cut = storage / "01JDXPHJ99A3C0000000000000"
+            meta = {"ulid": cut.name, "minTime": 1764561600000, "maxTime": 1764568800000}
+            (cut / "meta.json").write_text(json.dumps(meta))
+            (storage / "wal" / "checkpoint.00000003" / "00000000").unlink()
+            (storage / "wal" / "checkpoint.00000003").rmdir()
+            (storage / "wal" / "00000004").unlink()
+            (storage / "wal" / "checkpoint.00000004").mkdir()
+            (storage / "wal" / "checkpoint.00000004" / "00000000").write_bytes(b"kept")
+        return read_layout(data_dir)
+
+    monkeypatch.setattr(backup, "_tsdb_layout", cut_after_the_first_copy)
+    taken = backup.run(config, "mount")
+    assert len(layouts) == 4  # copied twice, each between two reads of the layout
+    assert taken["manifest"]["metrics"]["blocks"] == 3
+    with tarfile.open(Path(taken["path"]) / "metrics.tar") as tar:
+        names = set(tar.getnames())
+    assert "01JDXPHJ99A3C0000000000000/meta.json" in names
+    assert "wal/checkpoint.00000004/00000000" in names and "wal/00000004" not in names
+
+
+def test_a_storage_that_changes_under_every_copy_fails_the_backup(tmp_path, monkeypatch):
+    storage = _prometheus_storage(tmp_path)
+    config = _config(tmp_path, metrics_dir=str(storage))
+    moments = iter(range(100))
+    monkeypatch.setattr(backup, "_tsdb_layout", lambda data_dir: ([str(next(moments))], []))
+    with pytest.raises(backup.BackupError, match="changed under each of 5 copies"):
+        backup.run(config, "mount")
+    # nothing half-written holds the mount's space
+    assert list((tmp_path / "mount" / config["mount_folder"]).iterdir()) == []
+    assert json.loads(Path(config["status_file"]).read_text())["last_attempt"]["ok"] is False
+
+
 def test_a_link_planted_on_the_mount_is_never_followed(tmp_path):
     config = _config(tmp_path)
     target = tmp_path / "elsewhere"

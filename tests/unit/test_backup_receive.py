@@ -51,6 +51,7 @@ def _answer(**changes) -> dict:
             "created_at": "2026-12-03T12:00:05Z",
             "state_from": "2026-12-03T12:00:01Z",
             "accounting": True,
+            "metrics": None,
             "files": [
                 {"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
                 for name, data in CONTENT.items()
@@ -108,6 +109,14 @@ HOSTILE = {
     "a negative size": ({"manifest__files__3__bytes": -1}, "manifest.files[3].bytes"),
     "a checksum not in hex": ({"manifest__files__3__sha256": "z" * 64}, "manifest.files[3].sha256"),
     "a pruned path": ({"pruned": ["../../site.yaml"]}, "pruned[0]"),
+    "a templated history start": (
+        {"manifest__metrics": {"blocks": 1, "wal_segments": 1, "oldest_sample": "{{ x }}"}},
+        "manifest.metrics.oldest_sample",
+    ),
+    "a history of a million blocks": (
+        {"manifest__metrics": {"blocks": 10**6, "wal_segments": 1, "oldest_sample": None}},
+        "manifest.metrics.blocks",
+    ),
 }
 
 
@@ -142,6 +151,16 @@ def test_the_files_are_exactly_the_formats_no_more_no_fewer_no_twice(tmp_path):
     without = _answer(manifest__accounting=False)
     without["manifest"]["files"] = [f for f in files if f["name"] != "accounting.sql.gz"]
     assert _admit(tmp_path / INSTANCE, without)["manifest"]["accounting"] is False
+    # Prometheus's history: metrics.tar exactly where the manifest says it holds one
+    history = {"name": "metrics.tar", "bytes": 10240, "sha256": "0" * 64}
+    with_history = _answer(manifest__files=[*files, history])
+    with pytest.raises(receive.Refused, match=r"manifest\.files: must list exactly"):
+        _admit(tmp_path / INSTANCE, with_history)
+    held = {"blocks": 3, "wal_segments": 2, "oldest_sample": "2026-12-01T02:00:00Z"}
+    with_history["manifest"]["metrics"] = held
+    assert _admit(tmp_path / INSTANCE, with_history)["manifest"]["metrics"] == held
+    with pytest.raises(receive.Refused, match=r"manifest\.files: must list exactly"):
+        _admit(tmp_path / INSTANCE, _answer(manifest__metrics=held))
 
 
 def _received(folder: Path, answer: dict, content: dict[str, bytes] = CONTENT) -> Path:

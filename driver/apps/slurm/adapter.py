@@ -219,6 +219,7 @@ class SlurmReference(AppAdapter):
                 "slurm_controller_instance_id": str(request.instance.id),
                 "slurm_controller_backup_interval": config["backup"].get("interval", ""),
                 "slurm_controller_backup_keep": config["backup"]["keep"],
+                "slurm_controller_backup_metrics": config["backup"]["metrics"],
                 "slurm_controller_max_job_count": config["scheduler"]["max_job_count"],
                 "slurm_common_users": config["users"],
                 "slurm_common_munge_key_src": request.credentials.munge_key_file or "",

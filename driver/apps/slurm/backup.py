@@ -37,6 +37,7 @@ RESTORE_FIELDS = (
     "slurm_version",
     "bundle_version",
     "restored_now",
+    "metrics",
 )
 
 
@@ -47,6 +48,9 @@ def restore_detail(reported: dict[str, Any], jobs_at_loss: dict[str, Any]) -> di
     through the loss and were requeued or cancelled (slurm_worker's stale_steps.yml)."""
     detail = {field: reported.get(field) for field in RESTORE_FIELDS}
     detail["restored_now"] = str(detail["restored_now"]).lower() == "true"
+    # a backup without Prometheus's history templates to an empty value
+    if not isinstance(detail["metrics"], dict):
+        detail["metrics"] = None
     for ended in ("requeued", "cancelled"):
         if ended in jobs_at_loss:
             detail[f"jobs_{ended}"] = [str(job) for job in jobs_at_loss[ended]]

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""The controller's backup: slurmctld's saved state, the accounting database, the munge key and
-the bundle's records, with a manifest of sizes and sha256, in one folder.
+"""The controller's backup: slurmctld's saved state, the accounting database, the munge key,
+the bundle's records and Prometheus's history, with a manifest of sizes and sha256, in one
+folder.
 
 `backup run --to mount|staging [--id ID]` takes one (the backup operation; the timer's service runs
 `--to mount`); `backup status` prints the last one's age and outcome for the status report.
@@ -18,6 +19,11 @@ The destination is reached without following any link: every folder from the tru
 (the platform's mount, or /var/lib) down is opened with O_NOFOLLOW and must be root's and
 0700, so a cluster user who can write the mount cannot redirect a backup holding the munge key.
 A backup is written as `<id>.partial` and renamed to `<id>` when complete.
+
+Prometheus's history (metrics.tar): its persisted blocks, never changed once written, and its
+write-ahead log, from which Prometheus rebuilds its head (the last hours) as after a crash; no
+admin API, which would let any user of the host (the portal's login host) delete series. A
+block cut while the copy runs makes it start again: the blocks and the log are of one moment.
 """
 
 from __future__ import annotations
@@ -48,6 +54,11 @@ CONFIG = "/etc/slurm-app/backup.json"
 LOCK = "/run/slurm-app-backup.lock"
 # A backup's name: the UTC second it began, so that names sort by age.
 BACKUP_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z$")
+# A persisted block's folder: its ULID (Crockford's base32); Prometheus's own temporary ones
+# end in .tmp-for-creation or .tmp-for-deletion and are never taken.
+TSDB_BLOCK = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+TSDB_WAL = "wal"
+TSDB_TRIES = 5
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
 CHUNK = 1 << 20
@@ -125,6 +136,66 @@ def _tar(folder: int, name: str, paths: list[str]) -> dict[str, Any]:
         return _entry(name, written)
 
 
+def _tsdb_layout(data_dir: str) -> tuple[list[str], list[str]]:
+    """The persisted blocks (those whose meta.json is written) and the log's checkpoints: what
+    changes when Prometheus cuts or compacts a block."""
+    blocks, checkpoints = [], []
+    with os.scandir(data_dir) as entries:
+        for entry in entries:
+            if TSDB_BLOCK.match(entry.name) and Path(entry.path, "meta.json").is_file():
+                blocks.append(entry.name)
+    with contextlib.suppress(FileNotFoundError), os.scandir(f"{data_dir}/{TSDB_WAL}") as entries:
+        checkpoints = [entry.name for entry in entries if entry.name.startswith("checkpoint.")]
+    return sorted(blocks), sorted(checkpoints)
+
+
+def _oldest_sample(data_dir: str, blocks: list[str]) -> str | None:
+    """The start of the oldest block (its meta.json's minTime): how far back history goes."""
+    starts = []
+    for block in blocks:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            meta = json.loads(Path(data_dir, block, "meta.json").read_text(encoding="utf-8"))
+            starts.append(int(meta["minTime"]))
+    if not starts:
+        return None
+    oldest = datetime.datetime.fromtimestamp(min(starts) / 1000, datetime.UTC)
+    return oldest.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _tsdb(folder: int, name: str, data_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Prometheus's blocks and write-ahead log in an uncompressed tar (their chunks are
+    compressed already), with what the manifest says of them."""
+    for _ in range(TSDB_TRIES):
+        layout = _tsdb_layout(data_dir)
+        blocks = layout[0]
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=folder)
+        try:
+            with (
+                new_file(folder, name) as written,
+                tarfile.open(fileobj=written, mode="w|") as tar,  # type: ignore[call-overload]
+            ):
+                for block in blocks:
+                    tar.add(f"{data_dir}/{block}", arcname=block)
+                wal = Path(data_dir, TSDB_WAL)
+                if wal.is_dir():
+                    tar.add(wal, arcname=TSDB_WAL)
+                logged = [m for m in tar.getmembers() if m.name.startswith(f"{TSDB_WAL}/")]
+        except FileNotFoundError:
+            # a block, or a log segment, Prometheus removed under the copy
+            continue
+        if _tsdb_layout(data_dir) == layout:
+            metrics = {
+                "blocks": len(blocks),
+                "wal_segments": sum(member.isfile() for member in logged),
+                "oldest_sample": _oldest_sample(data_dir, blocks),
+            }
+            return _entry(name, written), metrics
+    raise BackupError(
+        f"Prometheus's blocks in {data_dir} changed under each of {TSDB_TRIES} copies"
+    )
+
+
 def _dump(folder: int, name: str, database: str) -> dict[str, Any]:
     command = ["mariadb-dump", "--single-transaction", "--quick", "--routines", "--triggers"]
     with new_file(folder, name) as written:
@@ -198,8 +269,9 @@ def destination(config: dict[str, Any], to: str) -> tuple[str, str]:
     return config["staging_root"], config["staging_folder"]
 
 
-def take(config: dict[str, Any], base: int, backup_id: str) -> dict[str, Any]:
-    """Write one backup into base/<backup_id> and return its manifest."""
+def take(config: dict[str, Any], base: int, backup_id: str, metrics: bool = True) -> dict[str, Any]:
+    """Write one backup into base/<backup_id> and return its manifest; Prometheus's history
+    where `metrics` and the configuration names its folder."""
     partial = f"{backup_id}.partial"
     os.mkdir(partial, 0o700, dir_fd=base)
     folder = os.open(partial, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=base)
@@ -211,6 +283,10 @@ def take(config: dict[str, Any], base: int, backup_id: str) -> dict[str, Any]:
                 files.append(_dump(folder, "accounting.sql.gz", config["database"]))
         files.append(_copy(folder, "munge.key", config["munge_key"]))
         files.append(_tar(folder, "records.tar.gz", config["records"]))
+        history = None
+        if metrics and config.get("metrics_dir") and Path(config["metrics_dir"]).is_dir():
+            entry, history = _tsdb(folder, "metrics.tar", config["metrics_dir"])
+            files.append(entry)
         manifest = {
             "format": MANIFEST_FORMAT,
             "backup_id": backup_id,
@@ -221,11 +297,16 @@ def take(config: dict[str, Any], base: int, backup_id: str) -> dict[str, Any]:
             "created_at": _now(),
             "state_from": pause["state_from"],
             "accounting": bool(config["accounting"]),
+            "metrics": history,
             "files": files,
         }
         with new_file(folder, MANIFEST, 0o600) as written:
             written.write(json.dumps(manifest, indent=2).encode() + b"\n")
         os.fsync(folder)
+    except BaseException:
+        # a failed backup does not hold the mount's space (Prometheus's history is gigabytes)
+        shutil.rmtree(partial, dir_fd=base, ignore_errors=True)
+        raise
     finally:
         os.close(folder)
     os.rename(partial, backup_id, src_dir_fd=base, dst_dir_fd=base)
@@ -264,7 +345,9 @@ def _recorded(path: Path) -> dict[str, Any]:
     return recorded if isinstance(recorded, dict) else {}
 
 
-def run(config: dict[str, Any], to: str, backup_id: str | None = None) -> dict[str, Any]:
+def run(
+    config: dict[str, Any], to: str, backup_id: str | None = None, metrics: bool = True
+) -> dict[str, Any]:
     """One backup named `backup_id` (the control plane names the ones it asks for; the timer's
     are named by the second they begin)."""
     backup_id = backup_id or datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -275,7 +358,7 @@ def run(config: dict[str, Any], to: str, backup_id: str | None = None) -> dict[s
             if to == "staging":
                 # what a run that failed before the control plane fetched it left behind
                 prune(base, 0)
-            manifest = take(config, base, backup_id)
+            manifest = take(config, base, backup_id, metrics)
             pruned = prune(base, int(config["keep"])) if to == "mount" else []
         finally:
             os.close(base)
@@ -336,6 +419,11 @@ def main(argv: list[str] | None = None) -> int:
     take_one = commands.add_parser("run", help="take a backup now")
     take_one.add_argument("--to", choices=["mount", "staging"], default="mount")
     take_one.add_argument("--id", type=_backup_id, help="the backup's name (default: now, UTC)")
+    take_one.add_argument(
+        "--without-metrics",
+        action="store_true",
+        help="leave Prometheus's history out (the upgrade's backup: a rollback keeps the history)",
+    )
     commands.add_parser("status", help="the last backup's age and the last attempt's outcome")
     parser.add_argument("--config", default=CONFIG)
     args = parser.parse_args(argv)
@@ -348,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     with Path(LOCK).open("w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            print(json.dumps(run(config, args.to, args.id)))
+            print(json.dumps(run(config, args.to, args.id, not args.without_metrics)))
         except BackupError as exc:
             print(json.dumps({"error": str(exc)}))
             return 1

@@ -35,11 +35,13 @@ MANIFEST_FIELDS = (
     "created_at",
     "state_from",
     "accounting",
+    "metrics",
     "files",
 )
 # The format's files (files/slurm_app_backup.py's take()); accounting.sql.gz only with
-# accounting.
-FILES = ("state.tar.gz", "accounting.sql.gz", "munge.key", "records.tar.gz")
+# accounting, metrics.tar only with Prometheus's history (the manifest's metrics).
+FILES = ("state.tar.gz", "accounting.sql.gz", "munge.key", "records.tar.gz", "metrics.tar")
+OPTIONAL_FILES = {"accounting.sql.gz": "accounting", "metrics.tar": "metrics"}
 INSTANT = "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"
 CHUNK = 1 << 20
 # What slurm_app_backup.py prints is about 1.5 KiB (its pruned list, 18 bytes a backup, aside).
@@ -186,9 +188,21 @@ def answer_schema(expected: dict[str, str], max_bytes: int) -> dict[str, Any]:
                     "created_at": {"type": "string", "pattern": INSTANT},
                     "state_from": {"type": "string", "pattern": INSTANT},
                     "accounting": {"type": "boolean"},
+                    "metrics": {
+                        "type": ["object", "null"],
+                        "additionalProperties": False,
+                        "required": ["blocks", "wal_segments", "oldest_sample"],
+                        "properties": {
+                            "blocks": {"type": "integer", "minimum": 0, "maximum": 100000},
+                            "wal_segments": {"type": "integer", "minimum": 0, "maximum": 100000},
+                            "oldest_sample": {
+                                "anyOf": [{"type": "null"}, {"type": "string", "pattern": INSTANT}]
+                            },
+                        },
+                    },
                     "files": {
                         "type": "array",
-                        "minItems": len(FILES) - 1,
+                        "minItems": len(FILES) - len(OPTIONAL_FILES),
                         "maxItems": len(FILES),
                         "items": {
                             "type": "object",
@@ -264,7 +278,9 @@ def admit(
     names = [entry["name"] for entry in manifest["files"]]
     if len(set(names)) != len(names):
         raise Refused("[backup_refused] manifest.files: a file name is listed twice")
-    wanted = [name for name in FILES if manifest["accounting"] or name != "accounting.sql.gz"]
+    wanted = [
+        name for name in FILES if name not in OPTIONAL_FILES or manifest[OPTIONAL_FILES[name]]
+    ]
     if sorted(names) != sorted(wanted):
         raise Refused(f"[backup_refused] manifest.files: must list exactly {', '.join(wanted)}")
     result: dict[str, Any] = {"answer": parsed, "manifest": manifest}
