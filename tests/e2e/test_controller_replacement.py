@@ -1,11 +1,14 @@
 """A lost controller, replaced from a backup on the platform's mount (Debian 13, Slurm 24.11):
 the driver by its full path, real daemons in systemd containers. The refusals first, with the
 old controller still running and nothing changed anywhere; then the old controller's container
-is killed and a new host becomes the controller (lab_tools.check_controller_replacement)."""
+is killed and a new host becomes the controller (lab_tools.check_controller_replacement), and
+the companion portal attached to the cluster follows it through sackd."""
 
 import json
 
+import portal_lab
 import pytest
+import yaml
 from lab_tools import (
     check_controller_replacement,
     deploy_lab,
@@ -17,6 +20,7 @@ from lab_tools import (
 )
 
 from driver.lab import lab
+from driver.lab import requests as lab_requests
 from driver.lab import spec as lab_spec
 
 pytestmark = pytest.mark.containers
@@ -38,13 +42,24 @@ TEAMS = {
 }
 
 
+PORTAL = "rep-portal"
+
+
 @pytest.fixture(scope="module")
-def cluster(docker_engine, tmp_path_factory):
+def cluster(docker_engine, open_ondemand_upstream, tmp_path_factory):
     env = platform_env(tmp_path_factory.mktemp("driver-state"))
     result = deploy_lab(SPEC, env, TEAMS)
+    # an Open OnDemand portal attached to the cluster, without interactive apps: the platform
+    # carries it in the replacement's linked_instances
+    portal = portal_lab.companion_portal(
+        SPEC.name, PORTAL, env, open_ondemand_upstream, tmp_path_factory.mktemp("oidc"), [], []
+    )
+    code, _, output = portal.operation(PORTAL, "deploy")
+    assert code == 0, output[-4000:]
     # the new host starts while the old controller holds its address
     lab.add_host(SPEC.name, NEW)
-    yield {"env": env, "instance": result["instance"]["id"]}
+    yield {"env": env, "instance": result["instance"]["id"], "portal": portal}
+    portal.stop()
     lab.down(SPEC.name)
 
 
@@ -153,11 +168,37 @@ KILLED_AT = (
 
 def test_the_lost_controller_is_replaced_from_the_mount_and_the_cluster_goes_on(cluster):
     """The platform's driver is killed (SIGKILL) at each of KILLED_AT in turn, and the same
-    request sent again each time: the run that ends converges with nothing lost."""
+    request sent again each time: the run that ends converges with nothing lost. Issue 69 (2)
+    on Debian 13: the companion portal follows, its sackd fetching the configuration from the
+    new controller; its user's job and OOD's job library reach the new controller."""
     result = check_controller_replacement(
         SPEC.name, cluster["env"], OLD, NEW, WORKERS[0], killed_at=KILLED_AT
     )
     assert result["adapter_detail"]["restore"]["source"] == "platform_mount"
+    portal = cluster["portal"]
+    assert result["adapter_detail"]["portals"] == [
+        {
+            "instance_id": lab_requests.portal_instance_id(SPEC.name, PORTAL),
+            "host": PORTAL,
+            "followed": True,
+            "reason": None,
+        }
+    ]
+    new_address = portal_lab.address(SPEC.name, NEW)
+    assert f"--conf-server {new_address}:" in portal.on("cat /etc/default/sackd")
+    assert portal.on("systemctl is-active sackd").strip() == "active"
+    clusters = yaml.safe_load(portal.on(f"cat {portal_lab.CLUSTERS_D}/{SPEC.name}.yml"))
+    assert clusters["v2"]["login"]["host"] == new_address
+    user = lab_spec.LAB_USER["name"]
+    job = portal.on(
+        f"cd /tmp && runuser -u {user} -- sbatch --parsable --wait -o /dev/null --wrap true"
+    ).strip()
+    assert on_host(SPEC.name, NEW, f"sacct -n -X -j {job} -o State").strip() == "COMPLETED"
+    seen = portal.ruby("ood_core_jobs.rb", portal_lab.CLUSTERS_D, "/tmp")
+    assert seen["clusters"] == [SPEC.name] and seen["long"] in seen["listed"], seen
+    assert seen["deleted"] == "completed"
+    cancelled = on_host(SPEC.name, NEW, f"sacct -n -X -j {seen['long']} -o State")
+    assert cancelled.strip().startswith("CANCELLED"), cancelled
     assert on_host(SPEC.name, NEW, "ls -A /var/lib/slurm-app-restore 2>/dev/null || true") == ""
     # backups go on from the new controller, into the same instance's folder
     assert on_host(SPEC.name, NEW, "systemctl is-active slurm-app-backup.timer").strip() == "active"
