@@ -12,7 +12,6 @@ import pytest
 from job_checks import check_job_detail_output_and_usage, print_for_the_note
 from lab_tools import (
     check_typed_tasks,
-    kill_host,
     lab_operation,
     name_the_gpus,
     on_host,
@@ -349,12 +348,14 @@ NEW_CONTROLLER = f"{SPEC.name}-c2"
 
 
 def test_a_same_node_controller_is_replaced_by_a_host_that_runs_both(cluster):
-    """Last (the lab's first host is gone after it). Issue 69: the same_node cluster's one
-    host is lost with a job running on it; replace_controller onto a new host from the
-    control plane's backup makes it the controller and the worker (the lab's platform gives it
-    a pending member of each). The old node is gone from the cluster, the job it ran is requeued
-    (its cut run recorded REQUEUED), the job finished before is still
-    there, and a new job runs on the new host."""
+    """Last (the lab's first host is the cluster's no more). Issue 69: the same_node cluster's one
+    host is replaced with a job running on it, while it still answers; replace_controller onto
+    a new host from the control plane's backup makes it the controller and the worker (the
+    lab's platform gives it a pending member of each). The old host is stopped first (slurmd
+    too) and cleaned last, as a worker and as the controller; the old node is gone from the
+    cluster, the job it ran is requeued (its cut run recorded REQUEUED), the job finished
+    before is still there, and a new job runs on the new host. (A lost host's replacement is
+    the same but for the stop and the clean: test_controller_replacement.)"""
     path, env = cluster
     old = f"{SPEC.name}-ctl"
     request = json.loads(path.read_text())
@@ -368,7 +369,6 @@ def test_a_same_node_controller_is_replaced_by_a_host_that_runs_both(cluster):
     assert code == 0, backup
     lab.add_host(SPEC.name, NEW_CONTROLLER)
     name_the_gpus(SPEC.name, NEW_CONTROLLER, "NVIDIA H100 80GB HBM3", SPEC.gpus)
-    kill_host(SPEC.name, old)
 
     code, result = lab_operation(
         SPEC.name, env, "replace_controller", old, replacement=NEW_CONTROLLER
@@ -384,7 +384,9 @@ def test_a_same_node_controller_is_replaced_by_a_host_that_runs_both(cluster):
     new_allocation = next(m["allocation_id"] for m in result["members"] if m["status"] == "ready")
     assert detail["placement_intent"]["worker_placement"] == "same_node"
     assert detail["placement_intent"]["controller_allocation_id"] == new_allocation
-    assert [entry["host"] for entry in detail["not_cleaned"]] == [old]
+    assert "not_cleaned" not in detail and old in detail["destroyed"], detail
+    left = "dpkg -l | grep -E 'slurm|munge|mariadb|prometheus' || true; pgrep -a slurm || true"
+    assert on_host(SPEC.name, old, left).strip() == ""
     assert [node["name"] for node in detail["nodes"]] == [NEW_CONTROLLER]
     assert result["instance"]["health"] == "healthy", result["instance"]
 
