@@ -210,6 +210,23 @@ def companion_portal(
     return Portal(lab_name, host, env, upstream, provider, config, secret)
 
 
+def check_followed(portal: Portal, result: dict, controller: str) -> str:
+    """A replace_controller's result says the portal followed its cluster to `controller`, and
+    the portal's clusters.d names it as the login host; returns its address."""
+    assert result["adapter_detail"]["portals"] == [
+        {
+            "instance_id": lab_requests.portal_instance_id(portal.lab, portal.host),
+            "host": portal.host,
+            "followed": True,
+            "reason": None,
+        }
+    ]
+    new_address = address(portal.lab, controller)
+    clusters = yaml.safe_load(portal.on(f"cat {CLUSTERS_D}/{portal.lab}.yml"))
+    assert clusters["v2"]["login"]["host"] == new_address
+    return new_address
+
+
 def session_cookie(browser: requests.Session) -> str:
     return f"{login_check.SESSION_COOKIE}={browser.cookies[login_check.SESSION_COOKIE]}"
 

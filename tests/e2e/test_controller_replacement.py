@@ -8,7 +8,6 @@ import json
 
 import portal_lab
 import pytest
-import yaml
 from lab_tools import (
     check_controller_replacement,
     deploy_lab,
@@ -20,7 +19,6 @@ from lab_tools import (
 )
 
 from driver.lab import lab
-from driver.lab import requests as lab_requests
 from driver.lab import spec as lab_spec
 
 pytestmark = pytest.mark.containers
@@ -176,19 +174,9 @@ def test_the_lost_controller_is_replaced_from_the_mount_and_the_cluster_goes_on(
     )
     assert result["adapter_detail"]["restore"]["source"] == "platform_mount"
     portal = cluster["portal"]
-    assert result["adapter_detail"]["portals"] == [
-        {
-            "instance_id": lab_requests.portal_instance_id(SPEC.name, PORTAL),
-            "host": PORTAL,
-            "followed": True,
-            "reason": None,
-        }
-    ]
-    new_address = portal_lab.address(SPEC.name, NEW)
+    new_address = portal_lab.check_followed(portal, result, NEW)
     assert f"--conf-server {new_address}:" in portal.on("cat /etc/default/sackd")
     assert portal.on("systemctl is-active sackd").strip() == "active"
-    clusters = yaml.safe_load(portal.on(f"cat {portal_lab.CLUSTERS_D}/{SPEC.name}.yml"))
-    assert clusters["v2"]["login"]["host"] == new_address
     user = lab_spec.LAB_USER["name"]
     job = portal.on(
         f"cd /tmp && runuser -u {user} -- sbatch --parsable --wait -o /dev/null --wrap true"

@@ -42,7 +42,6 @@ from lab_tools import (
 )
 
 from driver.lab import lab
-from driver.lab import requests as lab_requests
 from driver.lab import spec as lab_spec
 
 pytestmark = pytest.mark.containers
@@ -443,20 +442,10 @@ def test_a_controller_is_replaced_from_the_mount_on_22_05_and_the_old_one_cleane
     archive = _on(NEW_CONTROLLER, "sacctmgr -n -P show configuration | grep -i '^ArchiveDir'")
     assert f"{ARCHIVE}/{result['instance']['id']}" in archive
 
-    assert result["adapter_detail"]["portals"] == [
-        {
-            "instance_id": lab_requests.portal_instance_id(SPEC.name, PORTAL),
-            "host": PORTAL,
-            "followed": True,
-            "reason": None,
-        }
-    ]
-    new_address = portal_lab.address(SPEC.name, NEW_CONTROLLER)
+    new_address = portal_lab.check_followed(portal, result, NEW_CONTROLLER)
     assert portal.on("grep ^SlurmctldHost= /etc/slurm/slurm.conf").strip() == (
         f"SlurmctldHost={NEW_CONTROLLER}({new_address})"
     )
-    clusters = yaml.safe_load(portal.on(f"cat {portal_lab.CLUSTERS_D}/{SPEC.name}.yml"))
-    assert clusters["v2"]["login"]["host"] == new_address
     session = portal_lab.launch_session(
         portal, "desktop", f"{DESKTOP_DIR}-after", "bc_num_slots=1", "gpus=0", "bc_queue=batch"
     )
