@@ -16,7 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "roles" / "slurm_common" / "files" / "slurm_tasks"
 MANIFEST = ROOT / "manifests" / "slurm-reference" / "manifest.yaml"
-TASKS_KEY = "    tasks:\n"
+# the first version's list; a later version takes it by its anchor
+TASKS_KEY = "    tasks:"
 ENTRY_INDENT = " " * 6
 
 
@@ -39,7 +40,7 @@ def entries(domain: str) -> list[str]:
 def written(manifest: str) -> str:
     """The manifest with its tasks list replaced by the domains' declarations."""
     lines = manifest.splitlines(keepends=True)
-    start = lines.index(TASKS_KEY) + 1
+    start = next(i for i, line in enumerate(lines) if line.startswith(TASKS_KEY)) + 1
     end = next(
         (
             i

@@ -44,8 +44,8 @@ def _materialise_manifest(case: dict, tmp_path: Path) -> Path:
         manifest.write_text(case["text"])
     else:
         data = yaml.safe_load(manifest.read_text())
-        # a version made with a merge key (<<) shares the merged values: each case patches the
-        # one version its paths name
+        # a version made of another's parts (YAML anchors) shares their values: each case
+        # patches the one version its paths name
         data["versions"] = [copy.deepcopy(version) for version in data["versions"]]
         data = jsonpatch.apply_patch(data, case.get("patch", []))
         manifest.write_text(yaml.safe_dump(data, sort_keys=False))
