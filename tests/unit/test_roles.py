@@ -490,6 +490,56 @@ def test_the_converge_reading_reads_a_managed_link_as_the_file_it_names(tmp_path
     assert (line in reading.read_text().splitlines()) is target_there, reading.read_text()
 
 
+def test_the_record_a_converge_writes_is_what_the_next_deploys_reading_gives(tmp_path):
+    """A converge's record is read and written in one step (slurm_files' `converged`, on this
+    machine) and compared by the next deploy's decision (converged.yml: its own reading step,
+    the record after the marker): an unchanged member must be found converged, or every
+    deploy would converge again."""
+    (tmp_path / "managed").write_text("a managed file\n")
+    record = tmp_path / "state" / "converged"
+    decision = tmp_path / "decision.json"
+    marker = _role_vars("slurm_common")["__slurm_common_probe_marker"]
+    ran = _run_validate(
+        tmp_path,
+        "slurm_common",
+        {},
+        tasks_from="converged_record",
+        facts=True,
+        extra_vars={
+            "slurm_common_converge_scope": {
+                "paths": [str(tmp_path / "managed")],
+                "packages": ["dpkg"],
+                "units": [],
+                "record": str(record),
+            },
+            "__slurm_common_converge_inputs": "request-digest",
+        },
+        then=[
+            {
+                "ansible.builtin.include_role": {"name": "slurm_common", "tasks_from": "converged"},
+                "vars": {"slurm_common_converge_check": True},
+            },
+            {
+                "ansible.builtin.copy": {
+                    "content": "{{ {'converged': slurm_common_converged, 'reading': "
+                    "__slurm_common_reading | slurm_converge_reading('request-digest', "
+                    f"{marker!r})}} | to_json }}}}",
+                    "dest": str(decision),
+                    "mode": "0600",
+                }
+            },
+        ],
+    )
+    assert ran.returncode == 0, ran.stdout[-2000:]
+    decided = json.loads(decision.read_text())
+    compared = decided["reading"]
+    assert compared["fingerprint"].startswith("request-digest "), compared
+    assert compared["fingerprint"] == compared["recorded"] == record.read_text().strip()
+    assert decided["converged"] is True
+    assert oct(record.stat().st_mode & 0o777) == "0o600"
+    assert oct(record.parent.stat().st_mode & 0o777) == "0o700"
+
+
 def _role_vars(role: str) -> dict:
     return yaml.safe_load((ROOT / "roles" / role / "vars" / "main.yml").read_text())
 

@@ -19,11 +19,37 @@ description:
     C(files) folder, as C(copy) reads it) and sent with the module's arguments.
   - Then brings each unit of O(services) up, as C(systemd_service) would with masked false,
     enabled true, and state restarted where an entry of this step changed (or the unit says
-    restart), else state started. systemd reloads its units first where an entry changed. A
+    restart), else state started. systemd reloads its units first where an entry under its unit
+    folders (/etc/systemd, /run/systemd, /lib/systemd, /usr/lib/systemd) changed. A
     daemon's files and its restart are one step, one task per daemon less on every host.
   - Supports check mode and diff mode (the text of a changed file up to 64 KiB, unless the
     entry says C(diff=false)).
+  - O(converged) is run by the action plugin before the entries, in the same step (the member's
+    reading and the record of it, which a read step of its own then a file step made before).
 options:
+  converged:
+    description:
+      - Also record the member's converged state (slurm_common's converge check). The action
+        plugin runs O(converged.command) with bash on the host, as a C(shell) step would, and
+        where it exits 0 makes the record's folder (0700) and file (0600), holding the
+        fingerprint slurm_common's filter C(slurm_converge_reading) makes of the output, the
+        first entries of O(files). A reading that fails records nothing (the next deploy
+        converges); a check run reads nothing and records nothing.
+      - The output is not returned (the reading holds the munge key's checksum).
+    type: dict
+    suboptions:
+      command:
+        description: The reading (slurm_common's probe script).
+        type: str
+        required: true
+      inputs:
+        description: The request's and the bundle's digest, the fingerprint's first part.
+        type: str
+        required: true
+      record:
+        description: The record's path.
+        type: path
+        required: true
   files:
     description: The entries, made in this order.
     type: list
@@ -121,6 +147,11 @@ services_changed:
   type: list
   elements: str
   returned: always
+converged_read_rc:
+  description: The exit status of O(converged.command) (absent in a check run, or without
+    O(converged)).
+  type: int
+  returned: when O(converged) is given
 """
 
 import base64  # noqa: E402
@@ -136,6 +167,8 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 DIFF_LIMIT = 65536
 DEFAULT_MODES = {"file": "0644", "directory": "0755"}
+# Where a changed entry is systemd's own (a unit, a drop-in): daemon-reload before the services.
+UNIT_FOLDERS = ("/etc/systemd/", "/run/systemd/", "/lib/systemd/", "/usr/lib/systemd/")
 # What `systemctl is-enabled` calls enabled (it exits 0 for these): nothing to enable.
 ENABLED_STATES = {"enabled", "enabled-runtime", "static", "alias", "indirect", "generated"}
 RUNNING_STATES = {"active", "reloading"}
@@ -303,8 +336,9 @@ def unit_steps(unit_file_state: str, active_state: str, restart: bool) -> list[s
     return steps
 
 
-def bring_up(module: AnsibleModule, services: list[dict], files_changed: bool) -> list[str]:
+def bring_up(module: AnsibleModule, services: list[dict], changed_paths: list[str]) -> list[str]:
     """Each unit unmasked, enabled, and restarted or started; the names of those changed."""
+    files_changed = bool(changed_paths)
     planned: list[tuple[str, list[str]]] = []
     for service in services:
         unit = service["name"] if "." in service["name"] else f"{service['name']}.service"
@@ -322,7 +356,10 @@ def bring_up(module: AnsibleModule, services: list[dict], files_changed: bool) -
         planned.append((unit, steps))
     if module.check_mode:
         return [unit for unit, steps in planned if steps]
-    if files_changed or any("unmask" in steps for _, steps in planned):
+    # a daemon's own files need no reload: a step that changed none of systemd's (a record, a
+    # configuration file) costs the host no daemon-reload
+    units_changed = any(path.startswith(UNIT_FOLDERS) for path in changed_paths)
+    if units_changed or any("unmask" in steps for _, steps in planned):
         module.run_command(["systemctl", "daemon-reload"], check_rc=True)
     for unit, steps in planned:
         for verb in steps:
@@ -360,6 +397,8 @@ def main() -> None:
                 "required_if": [("state", "link", ("target",))],
                 "mutually_exclusive": [("content", "content_b64")],
             },
+            # run by the action plugin, which never passes it on
+            "converged": {"type": "dict"},
             "services": {
                 "type": "list",
                 "elements": "dict",
@@ -378,7 +417,9 @@ def main() -> None:
         if entry["src"] is not None:
             module.fail_json(msg=f"{entry['path']}: src is read by the action plugin, not here")
     result = ensure(module.params["files"], module.check_mode)
-    result["services_changed"] = bring_up(module, module.params["services"], result["changed"])
+    result["services_changed"] = bring_up(
+        module, module.params["services"], result["changed_paths"]
+    )
     result["changed"] = result["changed"] or bool(result["services_changed"])
     if not module._diff:
         result.pop("diff")
