@@ -83,3 +83,27 @@ def test_a_planted_link_is_refused_with_the_storage_conflict_message(
     said = role_filters("slurm_users").slurm_storage_conflict(refused, "target")
     assert ran["failed"] and ran["msg"] == said, ran
     assert planted.is_symlink() and list(target.iterdir()) == []
+
+
+def test_present_makes_its_files_first_in_the_same_step(mount: Path, tmp_path: Path):
+    """The record of the accounts is made before any account, in the accounts' own step: a
+    refused home still leaves the record (a run killed midway leaves no account unrecorded),
+    and the step run again changes nothing."""
+    record = tmp_path / "state" / "accounts"
+    args = accounts(mount, tmp_path, "present") | {
+        "homes": False,
+        "files": [
+            {"path": str(record.parent), "state": "directory", "mode": "0700"},
+            {"path": str(record), "content": f"{USER['name']}\n", "mode": "0600"},
+        ],
+    }
+    ran = run_accounts(tmp_path, args)
+    assert not ran.get("failed") and ran["changed"], ran
+    assert record.read_text() == f"{USER['name']}\n"
+    assert oct(record.stat().st_mode & 0o777) == "0o600"
+    assert run_accounts(tmp_path, args)["changed"] is False
+    (mount / "home" / USER["name"]).symlink_to(tmp_path)
+    record.unlink()
+    refused = run_accounts(tmp_path, args | {"homes": True})
+    assert refused["failed"] and "[storage_conflict]" in refused["msg"], refused
+    assert record.exists()

@@ -2,9 +2,10 @@
 
 `checked` reads what the host has (slurm_read), looks where the homes go (slurm_folder, in check
 mode) and refuses what would take over the host's own accounts or move a home. `present` makes
-the groups (ansible.builtin.group), the users (ansible.builtin.user) and the homes
-(slurm_folder). Each was its own looped task, and every task costs the control side a step on
-every member; here each module keeps its own idempotence and check mode, run from one step.
+its files first (slurm_files: the record of the accounts, before they are made), then the
+groups (ansible.builtin.group), the users (ansible.builtin.user) and the homes (slurm_folder).
+Each was its own looped task, and every task costs the control side a step on every member;
+here each module keeps its own idempotence and check mode, run from one step.
 """
 
 from __future__ import annotations
@@ -88,6 +89,11 @@ class ActionModule(ActionBase):
 
     def _present(self, params: dict[str, Any], host: str, task_vars: dict | None) -> dict:
         changed = False
+        if params["files"]:
+            made = self._module("slurm_files", {"files": params["files"]}, task_vars)
+            if made.get("failed"):
+                raise _Failed(f"files: {made.get('msg')}")
+            changed = bool(made.get("changed"))
         users = list(zip(params["users"], self._homes_of(params), strict=True))
         if params["accounts"]:
             for user, home in users:
@@ -130,6 +136,7 @@ class ActionModule(ActionBase):
                 "makes_homes": {"type": "bool", "required": True},
                 "accounts": {"type": "bool", "default": True},
                 "homes": {"type": "bool", "default": True},
+                "files": {"type": "list", "elements": "dict", "default": []},
             },
             required_if=[("state", "checked", ["record"])],
         )

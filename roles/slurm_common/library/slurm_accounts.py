@@ -17,7 +17,9 @@ description:
     does not hold, C([config_refused]) where a user's home is not O(home_base)/name (it would
     move), and C([storage_conflict]) where slurm_folder refuses a home's place (a link, another
     uid's folder). Its result's C(recorded) is the record's names.
-  - O(state=present) makes each user's group (gid, or the uid) and account (uid, the group of
+  - O(state=present) first makes O(files) with slurm_files (the record of the accounts this
+    bundle creates, before it creates them). It then makes each user's group (gid, or the uid)
+    and account (uid, the group of
     its name, C(/bin/bash), home O(home_base)/name, made with umask 077 where O(makes_homes)),
     then keeps each home its user's alone (mode 0700) with slurm_folder. A refused home fails
     with C([storage_conflict]) naming every path.
@@ -58,6 +60,12 @@ options:
     description: O(state=present) keeps each home its user's alone (the C(configure) phase).
     type: bool
     default: true
+  files:
+    description: O(state=present) makes these slurm_files entries first (see slurm_files'
+      O(files); C(src) is not read here), in the same step.
+    type: list
+    elements: dict
+    default: []
 """
 
 EXAMPLES = r"""
