@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from urllib.parse import urljoin
@@ -275,6 +276,32 @@ def _ended(portal: Portal, job: str) -> None:
         time.sleep(1)
 
 
+def session_journal(portal: Portal, node: str, job: str) -> dict[str, dict[str, str]]:
+    """Issue 72 (3): the node's journal entries of the session `job` (its Prolog's and its
+    Epilog's, slurm_common's slurm-app-gpu-job-map), by event, once both are there: each
+    entry's SLURM_APP_* fields and its message."""
+    deadline = time.monotonic() + 60
+    while True:
+        lines = on_host(
+            portal.lab,
+            node,
+            f"journalctl -q SYSLOG_IDENTIFIER=slurm-app SLURM_APP_JOB_ID={job} -o json",
+        ).splitlines()
+        entries = [json.loads(line) for line in lines if line.strip()]
+        found = {
+            entry["SLURM_APP_EVENT"]: {
+                key: value
+                for key, value in entry.items()
+                if key.startswith("SLURM_APP_") or key == "MESSAGE"
+            }
+            for entry in entries
+        }
+        if {"session_start", "session_end"} <= found.keys():
+            return found
+        assert time.monotonic() < deadline, f"the session {job} is not journaled: {found}"
+        time.sleep(1)
+
+
 @contextmanager
 def desktop_session(
     portal: Portal, session_dir: str, peer: str, screenshot: str, *form: str
@@ -402,3 +429,68 @@ def desktop_session(
     finally:
         portal.on(f"scancel {job}")
     _ended(portal, job)
+    # issue 72 (3): its start and its end in the node's journal, under the operations' fields:
+    # who, which app, the job, what Slurm gave it, the instance the node belongs to
+    journaled = session_journal(portal, node, job)
+    instance = json.loads((lab_spec.lab_dir(portal.lab) / "deploy.json").read_text())["instance"]
+    for event, verb in (("session_start", "started"), ("session_end", "ended")):
+        entry = journaled[event]
+        assert entry["SLURM_APP_INSTANCE_ID"] == instance["id"], entry
+        assert (entry["SLURM_APP_USER"], entry["SLURM_APP_SESSION_APP"]) == (USER, "desktop")
+        assert (entry["SLURM_APP_NODE"], entry["SLURM_APP_PARTITION"]) == (
+            node,
+            values["bc_queue"],
+        ), entry
+        assert len([i for i in entry["SLURM_APP_GPUS"].split(",") if i]) == gpus, entry
+        assert entry["MESSAGE"].startswith(f"slurm-app: desktop session {verb} for {USER}")
+    # the end carries how the job ended (cancelled here)
+    assert journaled["session_end"]["SLURM_APP_EXIT_CODE"], journaled
+    _check_session_usage(portal, job, gpus)
+
+
+def _check_session_usage(portal: Portal, job: str, gpus: int) -> None:
+    """Issue 72 (3): `usage` (as the session's user) counts the ended session's CPU and GPU
+    time against the user and the job's account, as accounting recorded every job of theirs."""
+    today = datetime.now(UTC).date()
+    period = {"from": str(today - timedelta(days=1)), "to": str(today)}
+    sacct = (
+        f"sacct -X -n -P --delimiter=';' -u {USER} -S {period['from']}T00:00:00 -E now "
+        "-o JobID,Account,AllocTRES,ElapsedRaw,State"
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        rows = [row.split(";") for row in portal.on(sacct).strip().splitlines()]
+        recorded = [row for row in rows if row[0] == job and row[4] != "RUNNING"]
+        if recorded:
+            break
+        assert time.monotonic() < deadline, f"accounting has not recorded {job}'s end: {rows}"
+        time.sleep(1)
+    (_, account, tres, elapsed, _) = recorded[0]
+    counts = dict(item.split("=", 1) for item in tres.split(",") if "=" in item)
+    assert int(counts.get("gres/gpu", 0)) == gpus and int(elapsed) > 0, recorded
+    # the user's ended jobs in that account; one still running grows until usage reads it
+    expected, running = [0, 0], False
+    for _, row_account, row_tres, row_elapsed, state in rows:
+        if row_account != account:
+            continue
+        if state in ("RUNNING", "PENDING"):
+            running = True
+            continue
+        row_counts = dict(item.split("=", 1) for item in row_tres.split(",") if "=" in item)
+        expected[0] += int(row_counts.get("cpu", 0)) * int(row_elapsed)
+        expected[1] += int(row_counts.get("gres/gpu", 0)) * int(row_elapsed)
+    code, usage = lab_task(portal.lab, portal.env, "usage", USER, **period)
+    assert code == 0, usage
+    (mine,) = [
+        u
+        for a in usage["output"]["accounts"]
+        if a["account"] == account
+        for u in a["users"]
+        if u["user"] == USER
+    ]
+    answered = [mine["cpu_seconds"], mine["gpu_seconds"]]
+    if running:
+        assert answered[0] >= expected[0] and answered[1] >= expected[1], (mine, rows)
+    else:
+        assert answered == expected, (mine, rows)
+    assert mine["gpu_seconds"] >= gpus * int(elapsed), (mine, recorded)

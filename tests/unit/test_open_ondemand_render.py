@@ -323,16 +323,17 @@ FORMS = ("1", "2", "2", "0", "", "", "1", "9", "1", "-3", "1", "2; touch /tmp/x"
 @pytest.mark.parametrize("app", ["jupyter", "desktop", "vscode"])
 def test_the_gpu_field_asks_slurm_for_gres_within_the_largest_node(rendered, app):
     """The dashboard hands submit.yml.erb's `script.native` to the job adapter as sbatch
-    options."""
+    options. The comment names the app, which the nodes' Prolog journals."""
     submits = _dashboard_render(rendered, f"/var/www/ood/apps/sys/{app}/submit.yml.erb", *FORMS)
+    comment = f"--comment=slurm-app-session:{app}"
     assert [yaml.safe_load(submit)["script"]["native"] for submit in submits] == [
-        ["--nodes=1", "--gres=gpu:2"],
-        ["--nodes=2"],
-        ["--nodes=1"],
+        ["--nodes=1", comment, "--gres=gpu:2"],
+        ["--nodes=2", comment],
+        ["--nodes=1", comment],
         # at most the largest node's 4, never below 0, only the number of a pasted value
-        ["--nodes=1", "--gres=gpu:4"],
-        ["--nodes=1"],
-        ["--nodes=1", "--gres=gpu:2"],
+        ["--nodes=1", comment, "--gres=gpu:4"],
+        ["--nodes=1", comment],
+        ["--nodes=1", comment, "--gres=gpu:2"],
     ]
 
 
