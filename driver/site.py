@@ -170,11 +170,20 @@ class SiteSources(StrictModel):
     npm_registry: HttpUrl = "https://registry.npmjs.org/"
 
 
+class Sessions(StrictModel):
+    """The portal's interactive sessions. `idle_minutes`: a session with no client connected
+    for this long ends (its job is cancelled and its GPUs freed; the node's journal says why);
+    0 turns the idle stop off. Applied at each portal deploy."""
+
+    idle_minutes: int = Field(default=60, ge=0, le=7 * 24 * 60)
+
+
 class Site(StrictModel):
     backups: Backups = Backups()
     runs: Runs = Runs()
     lease: Lease = Lease()
     traces: Traces = Traces()
+    sessions: Sessions = Sessions()
     sources: SiteSources = SiteSources()
     grafana: PackageSource = PackageSource()
     dcgm_exporter: PackageSource = PackageSource()

@@ -161,7 +161,12 @@ def upload_session_tools(lab_name: str, host: str, upstream: Path) -> None:
             "ood_support": upstream / "ood_support-v0.0.5",
             **{
                 name: HERE / name
-                for name in ("ood_core_jobs.rb", "ood_session.rb", "ood_job_status.rb")
+                for name in (
+                    "ood_core_jobs.rb",
+                    "ood_session.rb",
+                    "ood_job_status.rb",
+                    "ood_session_card.rb",
+                )
             },
         },
         E2E_TOOLS,

@@ -5,6 +5,8 @@ can tell a drawn desktop from an empty screen."""
 
 import ssl
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import websocket
@@ -53,33 +55,59 @@ class _Stream:
         self.connection.send_binary(data)
 
 
-def view(url: str, password: str, cookie: str | None = None) -> Seen:
-    """Connect to `url` (ws:// or wss://, certificates not checked: the portal's is
-    self-signed) with `cookie` (the portal's session), log in with `password` and read a frame
-    if the server lets it in."""
-    connection = websocket.create_connection(
+def _connect(url: str, cookie: str | None) -> websocket.WebSocket:
+    return websocket.create_connection(
         url,
         subprotocols=["binary"],
         cookie=cookie,
         sslopt={"cert_reqs": ssl.CERT_NONE},
         timeout=30,
     )
+
+
+def _log_in(stream: _Stream, password: str, seen: Seen) -> int:
+    """The handshake, the password and the server's init, into `seen`; the server's bits per
+    pixel (0 where it did not let the viewer in)."""
+    seen.banner = stream.read(12).decode().strip()
+    stream.send(b"RFB 003.008\n")
+    seen.security_types = list(stream.read(stream.read(1)[0]))
+    if VNC_AUTH not in seen.security_types:
+        return 0
+    stream.send(bytes([VNC_AUTH]))
+    stream.send(vnc_auth_response(password, stream.read(16)))
+    seen.authenticated = struct.unpack(">I", stream.read(4))[0] == 0
+    if not seen.authenticated:
+        return 0
+    stream.send(b"\x01")  # shared: other viewers stay connected
+    seen.width, seen.height = struct.unpack(">HH", stream.read(4))
+    bits_per_pixel = stream.read(16)[0]
+    seen.name = stream.read(struct.unpack(">I", stream.read(4))[0]).decode()
+    return bits_per_pixel
+
+
+@contextmanager
+def viewing(url: str, password: str, cookie: str | None = None) -> Iterator[Seen]:
+    """A viewer logged in at `url` and left connected, asking for nothing, until the block
+    ends: a user who keeps the desktop open in a browser tab."""
+    connection = _connect(url, cookie)
+    try:
+        seen = Seen()
+        _log_in(_Stream(connection), password, seen)
+        yield seen
+    finally:
+        connection.close()
+
+
+def view(url: str, password: str, cookie: str | None = None) -> Seen:
+    """Connect to `url` (ws:// or wss://, certificates not checked: the portal's is
+    self-signed) with `cookie` (the portal's session), log in with `password` and read a frame
+    if the server lets it in."""
+    connection = _connect(url, cookie)
     stream, seen = _Stream(connection), Seen()
     try:
-        seen.banner = stream.read(12).decode().strip()
-        stream.send(b"RFB 003.008\n")
-        seen.security_types = list(stream.read(stream.read(1)[0]))
-        if VNC_AUTH not in seen.security_types:
+        bits_per_pixel = _log_in(stream, password, seen)
+        if not bits_per_pixel:
             return seen
-        stream.send(bytes([VNC_AUTH]))
-        stream.send(vnc_auth_response(password, stream.read(16)))
-        seen.authenticated = struct.unpack(">I", stream.read(4))[0] == 0
-        if not seen.authenticated:
-            return seen
-        stream.send(b"\x01")  # shared: other viewers stay connected
-        seen.width, seen.height = struct.unpack(">HH", stream.read(4))
-        bits_per_pixel = stream.read(16)[0]
-        seen.name = stream.read(struct.unpack(">I", stream.read(4))[0]).decode()
         stream.send(struct.pack(">BxHi", 2, 1, RAW))
         stream.send(struct.pack(">BBHHHH", 3, 0, 0, 0, seen.width, seen.height))
         colours: set[bytes] = set()

@@ -22,6 +22,8 @@ from pathlib import Path
 import chromium
 import portal_lab
 import pytest
+import rfb
+import yaml
 from conftest import ROOT, VENV, console_script
 from lab_tools import (
     check_homes_are_their_users_alone,
@@ -365,6 +367,86 @@ def test_a_desktop_session_is_drawn_through_the_portal_with_its_gpu(portal):
         # the form's queue field lists the cluster's partitions (the adapter's queues)
         assert session["node"] == CONTROLLER
         assert sorted(session["queues"]) == ["batch", "vis"]
+
+
+IDLE_DIR = f"{portal_lab.SESSIONS}/sys/jupyter/output/e2e-idle"
+VIEWED_DIR = f"{portal_lab.SESSIONS}/sys/desktop/output/e2e-viewed"
+
+
+def _jobs_running() -> set[str]:
+    return set(_controller("squeue -h -t running -o %i").split())
+
+
+def test_an_idle_session_ends_and_one_with_a_viewer_stays(portal, tmp_path):
+    """Issue 72 (2), with the site's idle stop at 2 minutes (sessions.idle_minutes; the portal
+    deployed with it, then with the lab's site again): a Jupyter session nobody connects to
+    ends by itself, its GPU freed, and the node's journal says why; a desktop whose noVNC
+    viewer stays connected through the portal keeps running, and its card (the app's
+    info.html.erb as the dashboard renders it) shows when it would end."""
+    lab_site = Path(portal.env["SLURM_APP_STATE_DIR"]) / "site.yaml"
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        yaml.safe_dump(yaml.safe_load(lab_site.read_text()) | {"sessions": {"idle_minutes": 2}})
+    )
+    portal.env["SLURM_APP_SITE"] = str(site)
+    try:
+        code, _, output = portal.operation(PORTAL, "deploy")
+        assert code == 0, output[-3000:]
+        env_file = _portal("cat /etc/ood/config/apps/dashboard/env")
+        assert 'SLURM_APP_SESSION_IDLE_MINUTES="2"' in env_file.splitlines()
+        idle = portal_lab.launch_session(portal, "jupyter", IDLE_DIR, "bc_num_slots=1", "gpus=1")
+        viewed = portal_lab.launch_session(
+            portal, "desktop", VIEWED_DIR, "bc_num_slots=1", "gpus=1"
+        )
+        found = viewed["connection"]
+        host, websocket_port = found["host"], found["websocket"]
+        gateway = portal_lab.address(SPEC.name, PORTAL)
+        owner = portal.signed_in(USER, f"/rnode/{host}/{websocket_port}/vnc.html")
+        try:
+            with rfb.viewing(
+                f"wss://{gateway}/rnode/{host}/{websocket_port}/websockify",
+                str(found["password"]),
+                cookie=portal_lab.session_cookie(owner),
+            ) as seen:
+                assert seen.authenticated, seen
+                # 2 minutes after its start, and the watch's 15 s, the idle one is gone
+                deadline = time.monotonic() + 200
+                while idle["job"] in _jobs_running():
+                    assert time.monotonic() < deadline, "the idle session still runs"
+                    time.sleep(5)
+                assert viewed["job"] in _jobs_running()
+                # the idle session's GPU is free: the node holds the viewed desktop's alone
+                node = _controller(f"scontrol show node {CONTROLLER} -o")
+                assert "gres/gpu=1" in re.search(r"AllocTRES=(\S*)", node).group(1), node
+                # the viewed desktop's card: the deadline its viewer keeps moving (the watch
+                # may move it while the card is drawn)
+                deadlines = [int(_controller(f"cat {VIEWED_DIR}/idle_deadline"))]
+                card = portal.ruby(
+                    "ood_session_card.rb", "/var/www/ood/apps/sys/desktop", VIEWED_DIR
+                )
+                deadlines.append(int(_controller(f"cat {VIEWED_DIR}/idle_deadline")))
+                assert min(deadlines) > time.time() + 60, (deadlines, time.time())
+                shown = {
+                    f"<p>Ends at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(ends))} unless"
+                    for ends in deadlines
+                }
+                assert any(card["info"].startswith(text) for text in shown), (card, shown)
+            journaled = portal_lab.session_journal(portal, CONTROLLER, idle["job"])
+            assert journaled["session_idle"]["SLURM_APP_IDLE_MINUTES"] == "2", journaled
+            assert journaled["session_idle"]["SLURM_APP_USER"] == USER, journaled
+            assert journaled["session_idle"]["MESSAGE"].endswith(
+                "no client connected for 2 minutes"
+            ), journaled
+        finally:
+            _controller(f"scancel {idle['job']} {viewed['job']}")
+    finally:
+        portal.env.pop("SLURM_APP_SITE")
+        code, _, output = portal.operation(PORTAL, "deploy")
+        assert code == 0, output[-3000:]
+    assert (
+        'SLURM_APP_SESSION_IDLE_MINUTES="60"'
+        in _portal("cat /etc/ood/config/apps/dashboard/env").splitlines()
+    )
 
 
 VSCODE_DIR = f"{portal_lab.SESSIONS}/sys/vscode/output/e2e-vscode"

@@ -14,6 +14,7 @@ from driver.apps import ADAPTERS, adapter_for
 from driver.apps.open_ondemand import APP_RUNTIMES
 from driver.apps.open_ondemand.adapter import _app_runtime_rules
 from driver.apps.slurm.adapter import OPERATION_OPTION_VARS, OPTION_VARS, PENDING_OPTIONS
+from driver.catalog import CatalogError
 from driver.documents import load_json
 from driver.models.manifest import CatalogEntry
 from driver.request_check import check_request
@@ -228,6 +229,23 @@ def test_a_portal_request_without_config_gives_the_role_its_own_defaults(monkeyp
         "ood-oidc-client-secret"
     )
     assert emitted["open_ondemand_source"] == defaults["open_ondemand_source"]
+    # no site file: the sessions' idle stop at the role's own default
+    assert (
+        emitted["open_ondemand_session_idle_minutes"]
+        == defaults["open_ondemand_session_idle_minutes"]
+        == 60
+    )
+
+
+def test_the_sites_idle_stop_reaches_the_portal(monkeypatch, tmp_path):
+    """The sessions' idle limit is the platform's (site.yaml `sessions.idle_minutes`), never
+    the request's; 0 turns it off, a negative one is refused with the file named."""
+    site = tmp_path / "no-site.yaml"
+    site.write_text("sessions: {idle_minutes: 0}\n")
+    assert _portal_plan(monkeypatch, tmp_path).group_vars["open_ondemand_session_idle_minutes"] == 0
+    site.write_text("sessions: {idle_minutes: -5}\n")
+    with pytest.raises(CatalogError, match=r"no-site\.yaml: invalid site settings"):
+        _portal_plan(monkeypatch, tmp_path)
 
 
 def test_a_companion_portal_reads_the_controller_on_deploy_only(monkeypatch, tmp_path):
@@ -448,7 +466,11 @@ def test_an_app_without_a_runtime_is_refused_with_its_reason():
     assert "list 'vscode' in its interactive_runtimes" in refused[3]
 
 
-def test_the_portal_names_the_workers_vncserver_where_they_install_it():
+def test_the_portal_names_the_workers_vncserver_and_idle_stop_where_they_install_them():
     common = yaml.safe_load((ROOT / "roles/slurm_common/vars/main.yml").read_text())
     portal = yaml.safe_load((ROOT / "roles/open_ondemand/vars/main.yml").read_text())
     assert portal["__open_ondemand_vnc_front_dir"] == common["__slurm_common_vnc_front_dir"]
+    assert (
+        portal["__open_ondemand_session_idle_command"]
+        == common["__slurm_common_session_idle_command"]
+    )

@@ -182,6 +182,7 @@ def test_only_the_asked_apps_are_written(rendered):
     )
     assert desktop == [
         "form.yml.erb",
+        "info.html.erb",
         "manifest.yml",
         "submit.yml.erb",
         "template",
@@ -366,3 +367,67 @@ def test_the_desktop_is_ood_cores_vnc_template_on_the_clusters_vnc_server(
     assert 'DISPLAY=:${display} "./script.sh"' in script
     assert '| vncpasswd -f > "vnc.passwd"' in script
     assert "NodeAddr" in script
+
+
+# The session card's binding: the session's folder (OOD's Session#staged_root, a Pathname).
+INFO_ERB = """
+env_file, template, folder = ARGV
+File.readlines(env_file).each do |line|
+  key, value = line.strip.split("=", 2)
+  ENV[key] = value.delete_prefix('"').delete_suffix('"') if value && !key.start_with?("#")
+end
+Session = Struct.new(:staged_root) { def scope = binding }
+puts ERB.new(File.read(template), trim_mode: "-").result(Session.new(Pathname.new(folder)).scope)
+"""
+
+
+@pytest.mark.parametrize("app", ["jupyter", "desktop", "vscode"])
+def test_the_session_card_shows_when_an_idle_session_ends(rendered, app, tmp_path):
+    """The dashboard renders info.html.erb in the session's card: the deadline the job's idle
+    stop keeps in the session's folder, or the rule before it wrote one."""
+    template = rendered["root"] / f"var/www/ood/apps/sys/{app}/info.html.erb"
+
+    def card() -> str:
+        ran = subprocess.run(
+            [
+                "ruby",
+                "-rerb",
+                "-rpathname",
+                "-e",
+                INFO_ERB,
+                str(rendered["root"] / "etc/ood/config/apps/dashboard/env"),
+                str(template),
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
+        assert ran.returncode == 0, ran.stderr
+        return ran.stdout.strip()
+
+    assert card() == "<p>A session with no client connected for 60 minutes ends.</p>"
+    (tmp_path / "idle_deadline").write_text("1796590800\n")
+    assert card() == (
+        "<p>Ends at 2026-12-06 21:00 UTC unless a client connects before: a session with no "
+        "client connected for 60 minutes ends.</p>"
+    )
+
+
+def test_the_idle_stop_starts_with_the_sites_limit_in_every_app(rendered):
+    """The session's job starts the workers' idle stop with the env file's limit: from the
+    shared after.sh (Jupyter, VS Code) and from the desktop's script, before it leaves the
+    session's folder."""
+    command = '"/usr/local/libexec/slurm-app/session-idle" 60 "${PWD}/idle_deadline" &'
+    for app, template in (
+        ("jupyter", "template/after.sh.erb"),
+        ("vscode", "template/after.sh.erb"),
+        ("desktop", "template/script.sh.erb"),
+    ):
+        (text,) = _dashboard_render(rendered, f"/var/www/ood/apps/sys/{app}/{template}")
+        assert command in text.splitlines(), (app, text)
+        if app == "desktop":
+            lines = text.splitlines()
+            assert lines[0] == "#!/usr/bin/env bash"
+            assert lines.index(command) < lines.index('cd "${HOME}"')

@@ -112,6 +112,7 @@ class OpenOnDemand(AppAdapter):
             inventory.add(controller, ["slurm_controller"], key_file)
         oidc = config["oidc"]
         secrets_dir = request.credentials.secrets_dir or ""
+        site = load_site()
         inventory.group_vars.update(
             {
                 "open_ondemand_cluster_name": cluster_config.get("cluster_name", ""),
@@ -122,6 +123,7 @@ class OpenOnDemand(AppAdapter):
                 "open_ondemand_portal_title": config["portal_title"],
                 "open_ondemand_server_name": config.get("server_name") or portal.address,
                 "open_ondemand_interactive_apps": config["interactive_apps"],
+                "open_ondemand_session_idle_minutes": site.sessions.idle_minutes,
                 "open_ondemand_embed_origins": config["embed_origins"],
                 "open_ondemand_oidc": {
                     "issuer_url": oidc["issuer_url"],
@@ -134,7 +136,7 @@ class OpenOnDemand(AppAdapter):
                 },
                 "slurm_common_users": cluster_config.get("users", []),
                 **storage_vars(cluster_config),
-                **site_role_vars(load_site(), ("open_ondemand",)),
+                **site_role_vars(site, ("open_ondemand",)),
             }
         )
         # the operations that converge the portal or judge its release
