@@ -37,8 +37,20 @@ from driver.lab import spec as lab_spec
 PROVIDER = ROOT / "molecule" / "open_ondemand" / "oidc_provider.py"
 LOGIN_CHECK = ROOT / "molecule" / "open_ondemand" / "login_check.py"
 USER = lab_spec.LAB_USER["name"]
-HOME = f"{lab_spec.LAB_MOUNT}/home/{USER}"
-SESSIONS = f"{HOME}/ondemand/data/sys/dashboard/batch_connect"
+
+
+def home(user: str) -> str:
+    """A cluster user's home on the lab's platform mount."""
+    return f"{lab_spec.LAB_MOUNT}/home/{user}"
+
+
+def sessions(user: str) -> str:
+    """Where the dashboard keeps a user's interactive sessions' folders."""
+    return f"{home(user)}/ondemand/data/sys/dashboard/batch_connect"
+
+
+HOME = home(USER)
+SESSIONS = sessions(USER)
 CLUSTERS_D = "/etc/ood/config/clusters.d"
 HERE = Path(__file__).parent
 E2E_TOOLS = "/opt/slurm-app-e2e"
@@ -117,17 +129,17 @@ class Portal:
         )
         return ran.returncode, result, ran.stdout + ran.stderr
 
-    def ruby(self, script: str, *args: str, host: str | None = None) -> dict:
+    def ruby(self, script: str, *args: str, host: str | None = None, user: str = USER) -> dict:
         """One of this folder's Ruby scripts, run by Debian's ruby with OOD's job library as
-        the cluster user in the home on the portal's host, or on `host` (upload_session_tools
-        put them there): the dashboard's process; its JSON output."""
+        the cluster user `user` in their home on the portal's host, or on `host`
+        (upload_session_tools put them there): the dashboard's process; its JSON output."""
         libraries = " ".join(
             f"-I {E2E_TOOLS}/{lib}" for lib in ("shims", "ood_core/lib", "ood_support/lib")
         )
         ran = on_host(
             self.lab,
             host or self.host,
-            f"cd {HOME} && runuser -u {USER} -- ruby {libraries} {E2E_TOOLS}/{script} "
+            f"cd {home(user)} && runuser -u {user} -- ruby {libraries} {E2E_TOOLS}/{script} "
             + " ".join(args),
         )
         return json.loads(ran.splitlines()[-1])
@@ -254,11 +266,13 @@ def connection(portal: Portal, session_dir: str) -> dict:
     return yaml.safe_load(portal.on(f"cat {session_dir}/connection.yml"))
 
 
-def launch_session(portal: Portal, app: str, session_dir: str, *form: str) -> dict:
-    """The app launched as the dashboard launches it, with the form's values as the browser
-    posts them (ood_session.rb): the job is running and connection.yml written."""
+def launch_session(
+    portal: Portal, app: str, session_dir: str, *form: str, user: str = USER
+) -> dict:
+    """The app launched as the dashboard launches it for `user`, with the form's values as the
+    browser posts them (ood_session.rb): the job is running and connection.yml written."""
     session = portal.ruby(
-        "ood_session.rb", CLUSTERS_D, f"/var/www/ood/apps/sys/{app}", session_dir, *form
+        "ood_session.rb", CLUSTERS_D, f"/var/www/ood/apps/sys/{app}", session_dir, *form, user=user
     )
     # websockify's own log says why it did not start (OOD's script prints only "failed to
     # launch"); a desktop app writes it beside output.log

@@ -369,7 +369,7 @@ def test_a_desktop_session_is_drawn_through_the_portal_with_its_gpu(portal):
         assert sorted(session["queues"]) == ["batch", "vis"]
 
 
-IDLE_DIR = f"{portal_lab.SESSIONS}/sys/jupyter/output/e2e-idle"
+IDLE_DIR = f"{portal_lab.sessions(PEER)}/sys/jupyter/output/e2e-idle"
 VIEWED_DIR = f"{portal_lab.SESSIONS}/sys/desktop/output/e2e-viewed"
 
 
@@ -378,11 +378,12 @@ def _jobs_running() -> set[str]:
 
 
 def test_an_idle_session_ends_and_one_with_a_viewer_stays(portal, tmp_path):
-    """Issue 72 (2), with the site's idle stop at 2 minutes (sessions.idle_minutes; the portal
-    deployed with it, then with the lab's site again): a Jupyter session nobody connects to
-    ends by itself, its GPU freed, and the node's journal says why; a desktop whose noVNC
-    viewer stays connected through the portal keeps running, and its card (the app's
-    info.html.erb as the dashboard renders it) shows when it would end."""
+    """Issue 72 (2, and 5's idle part), with the site's idle stop at 2 minutes
+    (sessions.idle_minutes; the portal deployed with it, then with the lab's site again): the
+    peer's Jupyter session nobody connects to ends by itself, its GPU freed, and the node's
+    journal says why; the user's desktop, whose noVNC viewer stays connected through the
+    portal, keeps running, and its card (the app's info.html.erb as the dashboard renders it)
+    shows when it would end."""
     lab_site = Path(portal.env["SLURM_APP_STATE_DIR"]) / "site.yaml"
     site = tmp_path / "site.yaml"
     site.write_text(
@@ -394,7 +395,9 @@ def test_an_idle_session_ends_and_one_with_a_viewer_stays(portal, tmp_path):
         assert code == 0, output[-3000:]
         env_file = _portal("cat /etc/ood/config/apps/dashboard/env")
         assert 'SLURM_APP_SESSION_IDLE_MINUTES="2"' in env_file.splitlines()
-        idle = portal_lab.launch_session(portal, "jupyter", IDLE_DIR, "bc_num_slots=1", "gpus=1")
+        idle = portal_lab.launch_session(
+            portal, "jupyter", IDLE_DIR, "bc_num_slots=1", "gpus=1", user=PEER
+        )
         viewed = portal_lab.launch_session(
             portal, "desktop", VIEWED_DIR, "bc_num_slots=1", "gpus=1"
         )
@@ -433,7 +436,7 @@ def test_an_idle_session_ends_and_one_with_a_viewer_stays(portal, tmp_path):
                 assert any(card["info"].startswith(text) for text in shown), (card, shown)
             journaled = portal_lab.session_journal(portal, CONTROLLER, idle["job"])
             assert journaled["session_idle"]["SLURM_APP_IDLE_MINUTES"] == "2", journaled
-            assert journaled["session_idle"]["SLURM_APP_USER"] == USER, journaled
+            assert journaled["session_idle"]["SLURM_APP_USER"] == PEER, journaled
             assert journaled["session_idle"]["MESSAGE"].endswith(
                 "no client connected for 2 minutes"
             ), journaled
