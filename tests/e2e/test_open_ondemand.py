@@ -347,9 +347,10 @@ def test_a_jupyter_session_runs_on_the_node_and_the_user_reaches_it_through_the_
 
 
 DESKTOP_DIR = f"{portal_lab.SESSIONS}/sys/desktop/output/e2e-desktop"
-# what a teardown leaves on the platform's storage: the folder of the user's portal sessions
-# (issue 51), then the homes (the session user's counting the rest of it)
-KEPT = [portal_lab.SESSIONS, f"{lab_spec.LAB_MOUNT}/home/{PEER}", HOME]
+# what a teardown leaves on the platform's storage: the folders of the users' portal sessions
+# (issue 51; the peer's from the idle stop's test), then the homes (each counting the rest of
+# it)
+KEPT = [portal_lab.sessions(PEER), portal_lab.SESSIONS, portal_lab.home(PEER), HOME]
 
 
 def test_a_desktop_session_is_drawn_through_the_portal_with_its_gpu(portal):
