@@ -374,15 +374,20 @@ def check_gpu_job_mapping(lab_name: str, worker: str) -> None:
         job = gpu_job("true", "--wait")
         state = on_host(lab_name, ctl, f"squeue -h -t all -j {job} -o %T").strip()
         assert state == "COMPLETED", state
-        # slurmctld may show the node completing for a moment after the job reads COMPLETED
-        # on a loaded host; drained (a failed Epilog) never turns back to idle on its own.
+        # slurmctld may show the node mixed or completing for a while after the job reads
+        # COMPLETED on a loaded host (once past 30 s on CI, on 22.05); drained (a failed
+        # Epilog) never turns back to idle on its own, so the wait ends there at once.
         node = on_host(
             lab_name,
             ctl,
-            f"for i in $(seq 30); do s=$(sinfo -h -n {worker} -o '%T %E'); "
-            f'[ "$s" = \'idle none\' ] && break; sleep 1; done; echo "$s"',
+            f"for i in $(seq 120); do s=$(sinfo -h -n {worker} -o '%T %E'); "
+            f'case $s in "idle none" | *drain*) break ;; esac; sleep 1; done; echo "$s"',
         ).strip()
-        assert node == "idle none", node
+        assert node == "idle none", (
+            node,
+            on_host(lab_name, ctl, f"squeue -h -t all -w {worker} -o '%i %T %j %M'"),
+            on_host(lab_name, ctl, f"scontrol show node {worker}"),
+        )
         logged = on_host(lab_name, worker, "journalctl -t slurm-app-gpu-job-map --no-pager -o cat")
         assert f"job {job}: cannot create {GPU_JOB_MAP}" in logged, logged
     finally:
