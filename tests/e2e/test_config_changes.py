@@ -58,7 +58,8 @@ def test_partitions_users_and_accounting_change_on_a_running_cluster(cluster):
     config["users"].append({"name": "newbie", "uid": 2001})
     # how long slurmdbd keeps its records: two given, the others the manifest's defaults
     config["accounting"] = {"enabled": True, "retention": {"jobs": "400days", "usage": "720hours"}}
-    config["scheduler"] = {"max_job_count": 50000}
+    # what a user cannot see of another's: one more than the default jobs and usage
+    config["scheduler"] = {"max_job_count": 50000, "private_data": ["jobs", "usage", "users"]}
     path.write_text(json.dumps(request))
     code, result = run_request(path, env)
     assert code == 0, result
@@ -74,6 +75,10 @@ def test_partitions_users_and_accounting_change_on_a_running_cluster(cluster):
         "PurgeTXNAfter": "12 months",
         "PurgeUsageAfter": "720 hours",
     }, shown
+    # slurm.conf's as slurmdbd's client reads it, then slurmdbd's own beside its purge settings
+    assert (
+        re.findall(r"^PrivateData\s*=\s*(\S+)\s*$", shown, re.MULTILINE) == ["jobs,usage,users"] * 2
+    ), shown
     partitions = _on_controller("scontrol show partition -o")
     limits = {
         line.split()[0]: next(f for f in line.split() if f.startswith("MaxTime="))
@@ -86,6 +91,7 @@ def test_partitions_users_and_accounting_change_on_a_running_cluster(cluster):
     }
     shown = _on_controller("scontrol show config")
     assert re.search(r"^MaxJobCount\s*=\s*50000$", shown, re.MULTILINE), shown
+    assert re.search(r"^PrivateData\s*=\s*jobs,usage,users$", shown, re.MULTILINE), shown
     assert _on_controller("sacctmgr -n -P show cluster format=cluster").split() == ["cfg"]
     associations = _on_controller("sacctmgr -n -P show assoc where cluster=cfg format=user")
     assert {"labuser", "newbie"} <= set(associations.split())

@@ -378,13 +378,33 @@ def _jobs_running() -> set[str]:
     return set(_controller("squeue -h -t running -o %i").split())
 
 
+def _each_sees_only_their_own(portal: portal_lab.Portal, sessions: dict[str, dict]) -> None:
+    """Issue 72 (5), `sessions` by their user, all running: each user's Jobs tab (ood_core as
+    the dashboard runs it, all jobs shown), squeue and sacct on the portal list their own
+    session and not the other's (PrivateData), and the other's connection file is closed."""
+    for account, own in sessions.items():
+        (other,) = [s for user, s in sessions.items() if user != account]
+        mine = portal.ruby("ood_job_status.rb", portal_lab.CLUSTERS_D, own["job"], user=account)
+        assert mine["status"] == "running" and mine["listed"] and mine["in_all_jobs"], mine
+        theirs = portal.ruby("ood_job_status.rb", portal_lab.CLUSTERS_D, other["job"], user=account)
+        assert theirs["status"] == "completed" and not theirs["in_all_jobs"], theirs
+        as_user = f"runuser -u {account} --"
+        queue = _portal(f"{as_user} squeue -h -t all -o %i").split()
+        recorded = _portal(f"{as_user} sacct -n -X -a -o JobIDRaw -S now-1hours").split()
+        for seen in (queue, recorded):
+            assert own["job"] in seen and other["job"] not in seen, (account, seen)
+        assert "Permission denied" in _portal(
+            f"{as_user} cat {other['dir']}/connection.yml 2>&1 || true"
+        )
+
+
 def test_an_idle_session_ends_and_one_with_a_viewer_stays(portal, tmp_path):
     """Issue 72 (2, and 5's idle part), with the site's idle stop at 2 minutes
     (sessions.idle_minutes; the portal deployed with it, then with the lab's site again): the
     peer's Jupyter session nobody connects to ends by itself, its GPU freed, and the node's
     journal says why; the user's desktop, whose noVNC viewer stays connected through the
     portal, keeps running, and its card (the app's info.html.erb as the dashboard renders it)
-    shows when it would end."""
+    shows when it would end. While both run, neither user sees the other's session."""
     lab_site = Path(portal.env["SLURM_APP_STATE_DIR"]) / "site.yaml"
     site = tmp_path / "site.yaml"
     site.write_text(
@@ -401,6 +421,9 @@ def test_an_idle_session_ends_and_one_with_a_viewer_stays(portal, tmp_path):
         )
         viewed = portal_lab.launch_session(
             portal, "desktop", VIEWED_DIR, "bc_num_slots=1", "gpus=1"
+        )
+        _each_sees_only_their_own(
+            portal, {PEER: idle | {"dir": IDLE_DIR}, USER: viewed | {"dir": VIEWED_DIR}}
         )
         found = viewed["connection"]
         host, websocket_port = found["host"], found["websocket"]

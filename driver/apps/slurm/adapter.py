@@ -221,6 +221,7 @@ class SlurmReference(AppAdapter):
                 "slurm_controller_backup_keep": config["backup"]["keep"],
                 "slurm_controller_backup_metrics": config["backup"]["metrics"],
                 "slurm_controller_max_job_count": config["scheduler"]["max_job_count"],
+                "slurm_controller_private_data": config["scheduler"]["private_data"],
                 "slurm_common_users": config["users"],
                 "slurm_common_munge_key_src": request.credentials.munge_key_file or "",
                 "slurm_common_slurm_series": SLURM_SERIES.get(arrives_at(request, version), ""),
