@@ -52,15 +52,33 @@ def _install_engine() -> None:
             raise LabError(f"{' '.join(argv)} failed: {result.stderr.strip()[-500:]}")
 
 
+def _engine_path() -> str:
+    """The caller's PATH and the system folders: Debian puts dockerd, and the iptables and
+    runc it calls, in /usr/sbin, which a plain user's or a cron job's PATH lacks."""
+    folders = os.environ.get("PATH", "").split(os.pathsep)
+    system = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+    return os.pathsep.join([f for f in folders if f] + [f for f in system if f not in folders])
+
+
 def _start_dockerd() -> None:
-    if shutil.which("dockerd") is None:
+    path = _engine_path()
+    if shutil.which("dockerd", path=path) is None:
         _install_engine()
-    if shutil.which("systemctl") and Path("/run/systemd/system").is_dir():
+    dockerd = shutil.which("dockerd", path=path)
+    if dockerd is None:
+        raise LabError(f"dockerd is not in {path} after installing docker.io")
+    if shutil.which("systemctl", path=path) and Path("/run/systemd/system").is_dir():
         subprocess.run(["systemctl", "start", "docker"], check=False, capture_output=True)
         return
-    log(f"starting dockerd (log: {DOCKERD_LOG})")
+    log(f"starting {dockerd} (log: {DOCKERD_LOG})")
     with DOCKERD_LOG.open("ab") as sink:
-        subprocess.Popen(["dockerd"], stdout=sink, stderr=sink, start_new_session=True)
+        subprocess.Popen(
+            [dockerd],
+            stdout=sink,
+            stderr=sink,
+            start_new_session=True,
+            env={**os.environ, "PATH": path},
+        )
 
 
 def docker_client() -> Any:
