@@ -474,3 +474,13 @@ def test_the_portal_names_the_workers_vncserver_and_idle_stop_where_they_install
         portal["__open_ondemand_session_idle_command"]
         == common["__slurm_common_session_idle_command"]
     )
+
+
+def test_the_prolog_reads_and_writes_where_slurm_common_says():
+    """The nodes' Prolog and Epilog are a plain file (slurmd runs it as is): the GPU job
+    mapping folder dcgm-exporter reads and the converged record the session audit names the
+    instance from are written in it, and must stay slurm_common's."""
+    common = yaml.safe_load((ROOT / "roles/slurm_common/vars/main.yml").read_text())
+    script = (ROOT / "roles/slurm_common/files/slurm-app-gpu-job-map").read_text()
+    assert f"\nmap_dir={common['__slurm_common_gpu_job_map_dir']}\n" in script
+    assert f"' {common['__slurm_common_converged_by_record']} 2>/dev/null)" in script
