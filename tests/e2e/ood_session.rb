@@ -3,9 +3,12 @@
 # JSON object.
 #   ruby ood_session.rb CLUSTERS_D APP_DIR WORK_DIR [FORM_FIELD=VALUE ...]
 # 1. loads the dashboard's env file, as the dashboard does (what the apps' ERB reads from the
-#    bundle: the cluster's name and GPUs), renders the app's submit.yml.erb with the form's
-#    values (strings, as a browser sends them) and its template/*.erb into WORK_DIR (the
-#    session folder under the user's home);
+#    bundle: the cluster's name, the code that reads the session limits from Slurm), draws the
+#    app's form (form.yml.erb) and takes each field's value from it unless given, as a browser
+#    posts the form; renders the app's submit.yml.erb with those values (strings) and its
+#    template/*.erb into WORK_DIR (the session folder under the user's home). A submit.yml.erb
+#    that refuses the launch (it raises, the dashboard shows the message) ends here: printed as
+#    {form, refused}, nothing submitted;
 # 2. wraps template/script.sh in ood_core's batch_connect template of the app's submit.yml,
 #    with the cluster's settings (set_host), and submits it with the app's sbatch options;
 # 3. waits until the job has written connection.yml (after.sh, or the vnc template's
@@ -23,7 +26,7 @@ require "ood_core"
 
 clusters_d, app_dir, work_dir, *fields = ARGV
 ENV.update(Dotenv.parse("/etc/ood/config/apps/dashboard/env"))
-form = fields.to_h { |field| field.split("=", 2) }
+given = fields.to_h { |field| field.split("=", 2) }
 cluster = OodCore::Clusters.load_file(clusters_d).first
 
 # The dashboard's binding: each form attribute is a method returning the submitted string.
@@ -34,7 +37,15 @@ class Scope
   def render(text) = ERB.new(text, trim_mode: "-").result(binding)
 end
 
-submit = YAML.safe_load(Scope.new(form).render(File.read(File.join(app_dir, "submit.yml.erb"))))
+drawn = YAML.safe_load(Scope.new({}).render(File.read(File.join(app_dir, "form.yml.erb"))))
+defaults = drawn.fetch("attributes").to_h { |name, attribute| [name, attribute["value"].to_s] }
+form = { "bc_queue" => "" }.merge(defaults.slice(*drawn.fetch("form")), given)
+begin
+  submit = YAML.safe_load(Scope.new(form).render(File.read(File.join(app_dir, "submit.yml.erb"))))
+rescue ArgumentError => e
+  puts({ form: drawn, refused: e.message }.to_json)
+  exit
+end
 FileUtils.mkdir_p(work_dir)
 Dir.glob(File.join(app_dir, "template", "*.erb")).each do |template|
   target = File.join(work_dir, File.basename(template, ".erb"))
@@ -48,7 +59,7 @@ started = Time.now
 job = cluster.job_adapter.submit(
   OodCore::Job::Script.new(
     content: content, workdir: work_dir, job_name: "ood-e2e-#{File.basename(app_dir)}",
-    wall_time: 900, output_path: File.join(work_dir, "output.log"), shell_path: "/bin/bash",
+    wall_time: form.fetch("bc_num_hours").to_i * 3600, output_path: File.join(work_dir, "output.log"), shell_path: "/bin/bash",
     queue_name: form["bc_queue"], native: submit.dig("script", "native")
   )
 )
@@ -68,7 +79,7 @@ view = connection && File.exist?(view_file) &&
   Scope.new(connection.transform_values(&:to_s)).render(File.read(view_file))
 
 puts({
-  job: job, states: states, native: submit.dig("script", "native"),
+  form: drawn, job: job, states: states, native: submit.dig("script", "native"),
   seconds_to_connection: connection && (Time.now - started).round(1),
   queues: cluster.job_adapter.queues.map(&:name),
   connection: connection, view: view

@@ -274,6 +274,7 @@ def launch_session(
     session = portal.ruby(
         "ood_session.rb", CLUSTERS_D, f"/var/www/ood/apps/sys/{app}", session_dir, *form, user=user
     )
+    assert "refused" not in session, session
     # websockify's own log says why it did not start (OOD's script prints only "failed to
     # launch"); a desktop app writes it beside output.log
     assert session["connection"] is not None, (
@@ -285,6 +286,21 @@ def launch_session(
         f"{app} on {portal.lab}: submit to connection.yml", session["seconds_to_connection"]
     )
     return session
+
+
+def refused_launch(portal: Portal, app: str, *form: str, user: str = USER) -> dict:
+    """The app's launch with the form's values refused by its submit.yml.erb, as the dashboard
+    shows it: {form: the form as drawn, refused: the message}; nothing was submitted."""
+    seen = portal.ruby(
+        "ood_session.rb",
+        CLUSTERS_D,
+        f"/var/www/ood/apps/sys/{app}",
+        "/nonexistent",
+        *form,
+        user=user,
+    )
+    assert "job" not in seen and seen.get("refused"), seen
+    return seen
 
 
 def _ended(portal: Portal, job: str) -> None:

@@ -262,8 +262,10 @@ SESSION_DIR = f"{portal_lab.SESSIONS}/sys/jupyter/output/e2e-session"
 
 
 def test_a_jupyter_session_runs_on_the_node_and_the_user_reaches_it_through_the_portal(portal):
-    """The whole interactive path against upstream's code: the app's templates rendered and
-    wrapped by ood_core, submitted by its Slurm adapter; Debian's Jupyter Notebook (the
+    """The whole interactive path against upstream's code: the app's form drawn with the
+    node's limits as Slurm shows them to the user (a launch past them refused, naming the
+    limit; the session's CPU and memory as asked, in Slurm's job); the app's templates
+    rendered and wrapped by ood_core, submitted by its Slurm adapter; Debian's Jupyter Notebook (the
     cluster's interactive_runtimes) starts on the node and after.sh holds connection.yml back
     until it listens; Apache's site as upstream's generator writes it, mod_ood_proxy's Lua
     mapping the login through the bundle's account check and proxying /node/<address>/<port>/
@@ -277,9 +279,24 @@ def test_a_jupyter_session_runs_on_the_node_and_the_user_reaches_it_through_the_
         f"(setsid runuser -u www-data -- python3 -m http.server --bind 127.0.0.1 {LOOPBACK_PORT} "
         "--directory /tmp >/dev/null 2>&1 &) && sleep 1"
     )
+    # issue 72 (1): the form offers what the node has, as Slurm shows it to the user; past it
+    # the launch is refused with the limit named, before anything is submitted
+    cpus, gres = _controller(f"sinfo -h -N -n {CONTROLLER} -o '%c %G'").split()[:2]
+    gpus = int(gres.rsplit(":", 1)[1])
+    refused = portal_lab.refused_launch(portal, "jupyter", f"gpus={gpus + 1}")
+    attributes = refused["form"]["attributes"]
+    assert (attributes["cpus"]["max"], attributes["gpus"]["max"]) == (int(cpus), gpus), refused
+    assert refused["refused"] == (
+        f"GPUs per node: {gpus + 1} is more than any node of partition batch has ({gpus})"
+    )
     # the app launched as the dashboard launches it: form values as the browser posts them
-    session = portal_lab.launch_session(portal, "jupyter", SESSION_DIR, "bc_num_slots=1", "gpus=0")
+    session = portal_lab.launch_session(
+        portal, "jupyter", SESSION_DIR, "bc_num_slots=1", "gpus=0", "cpus=1", "memory_mib=512"
+    )
     try:
+        # one task of the CPU and the 512 MiB the form asked for
+        job = _controller(f"scontrol show job -o {session['job']}")
+        assert "MinCPUsNode=1 " in job and "MinMemoryNode=512M " in job, job
         connection = session["connection"]
         host, port, password = connection["host"], connection["port"], str(connection["password"])
         xsrf = str(connection["xsrf_token"])

@@ -35,6 +35,7 @@ PATHS = {
     "__open_ondemand_tls_dir": "/etc/ood/config/slurm-app/tls",
     "__open_ondemand_public_root": "/var/www/ood/public",
     "__open_ondemand_sys_apps_dir": "/var/www/ood/apps/sys",
+    "__open_ondemand_session_limits_lib": "/usr/local/lib/slurm-app/ood/session_limits.rb",
 }
 
 
@@ -55,7 +56,6 @@ def rendered(tmp_path_factory) -> dict:
         "open_ondemand_cluster_name": "research",
         "open_ondemand_login_host": "10.40.0.10",
         "open_ondemand_node_addresses": ["10.40.0.10", "10.40.0.11"],
-        "open_ondemand_node_gpus": 4,
         "open_ondemand_portal_title": "GPU Cloud HPC Portal",
         "open_ondemand_server_name": "ood.research.example.com",
         "open_ondemand_interactive_apps": ["jupyter", "vscode", "desktop"],
@@ -95,21 +95,45 @@ def test_rendered_files_match_the_fixtures(rendered, path, fixture):
 
 # The dashboard loads its env file (dotenv) into ENV, then renders an app's ERB with ERB's
 # `-` trim mode and the form's values (strings, as a browser sends them) as methods: once per
-# (bc_num_slots, gpus) pair given, else once without a form.
+# form given (a JSON list of objects), else once without a form. A launch the ERB refuses (it
+# raises) is {"refused": its message}, what the dashboard shows.
 DASHBOARD_ERB = """
-env_file, template, *values = ARGV
+env_file, template, forms = ARGV
 File.readlines(env_file).each do |line|
   key, value = line.strip.split("=", 2)
   ENV[key] = value.delete_prefix('"').delete_suffix('"') if value && !key.start_with?("#")
 end
-Form = Struct.new(:bc_num_slots, :gpus) { def scope = binding }
+class Form
+  def initialize(values) = @values = values
+  def method_missing(name, *) = @values.fetch(name.to_s) { super }
+  def respond_to_missing?(name, include_private = false) = @values.key?(name.to_s) || super
+  def scope = binding
+end
 text = File.read(template)
-forms = values.empty? ? [[]] : values.each_slice(2).to_a
-puts(forms.map { |form| ERB.new(text, trim_mode: "-").result(Form.new(*form).scope) }.to_json)
+puts(JSON.parse(forms || "[{}]").map do |form|
+  ERB.new(text, trim_mode: "-").result(Form.new(form).scope)
+rescue ArgumentError => e
+  { "refused" => e.message }
+end.to_json)
+"""
+# A session's limits as the form and the submit read them: `sinfo` answering as the real
+# Slurm of tests/fixtures/slurm/<version>/session-limits.txt did (capture.sh), to the argv
+# session_limits.rb asks with, else failing.
+FAKE_SINFO = """#!/bin/sh
+[ "$*" = "-h -N -o %P|%l|%c|%m|%G" ] || exit 2
+exec cat "$SINFO_ANSWER"
 """
 
 
-def _dashboard_render(rendered: dict, template: str, *values: str) -> list[str]:
+def _dashboard_render(
+    rendered: dict, template: str, *forms: dict, sinfo: Path | None = None
+) -> list:
+    """`template` rendered once per form (or once without one), where `sinfo` (a file) is
+    what Slurm's sinfo answers; without it, no sinfo answers."""
+    fake = rendered["root"].parent / "fake-slurm"
+    fake.mkdir(exist_ok=True)
+    (fake / "sinfo").write_text(FAKE_SINFO)
+    (fake / "sinfo").chmod(0o755)
     ran = subprocess.run(
         [
             "ruby",
@@ -119,22 +143,71 @@ def _dashboard_render(rendered: dict, template: str, *values: str) -> list[str]:
             DASHBOARD_ERB,
             str(rendered["root"] / "etc/ood/config/apps/dashboard/env"),
             str(rendered["root"] / template.lstrip("/")),
-            *values,
+            *([json.dumps(list(forms))] if forms else []),
         ],
         capture_output=True,
         text=True,
         check=False,
         timeout=30,
+        env={
+            "PATH": f"{fake}:/usr/bin:/bin" if sinfo else "/usr/bin:/bin",
+            "SINFO_ANSWER": str(sinfo or ""),
+        },
     )
     assert ran.returncode == 0, ran.stderr
     return json.loads(ran.stdout)
 
 
-def test_the_apps_form_is_the_clusters_with_its_gpus(rendered):
-    (form,) = _dashboard_render(rendered, "/var/www/ood/apps/sys/jupyter/form.yml.erb")
+# A cluster of two partitions (24.11 as captured): batch, the default, without a time limit;
+# vis of one day; a node of 2 CPUs with 2 GPUs.
+LIMITS_24_11 = ROOT / "tests/fixtures/slurm/24.11/session-limits.txt"
+
+
+@pytest.mark.parametrize("version", ["22.05", "24.11"])
+def test_the_apps_form_offers_what_the_clusters_nodes_and_partitions_have(rendered, version):
+    """The form the dashboard draws, with Slurm's answer as the user gets it: CPUs and memory
+    up to the largest node's, GPUs up to its 2 (untyped: no type field), hours without a
+    maximum (batch has no time limit) and each partition's limit in the help."""
+    limits = ROOT / f"tests/fixtures/slurm/{version}/session-limits.txt"
+    (form,) = _dashboard_render(
+        rendered, "/var/www/ood/apps/sys/jupyter/form.yml.erb", sinfo=limits
+    )
     fixture = (FIXTURES / "apps/sys/jupyter/form.yml").read_text()
     assert yaml.safe_load(form) == yaml.safe_load(fixture)
     assert not (rendered["root"] / "var/www/ood/apps/sys/jupyter/form.yml").exists()
+
+
+def test_a_new_gpu_type_and_a_larger_node_are_offered_at_the_next_drawing(rendered, tmp_path):
+    """The form reads Slurm each time it is drawn: a node that joined with H100s (sinfo's
+    typed gres) and more CPUs is in the next form, with no deploy of the portal; with every
+    partition limited the hours have the longest limit as their maximum."""
+    answer = tmp_path / "sinfo.txt"
+    answer.write_text(
+        LIMITS_24_11.read_text().replace("infinite", "2-00:00:00")
+        + "batch*|2-00:00:00|64|512000|gpu:h100:4\nvis|1-00:00:00|64|512000|gpu:h100:4\n"
+    )
+    (form,) = _dashboard_render(
+        rendered, "/var/www/ood/apps/sys/desktop/form.yml.erb", sinfo=answer
+    )
+    drawn = yaml.safe_load(form)
+    assert drawn["form"][3:7] == ["cpus", "memory_mib", "gpu_type", "gpus"]
+    attributes = drawn["attributes"]
+    assert (attributes["cpus"]["max"], attributes["memory_mib"]["max"]) == (64, 512000)
+    assert attributes["gpu_type"]["options"] == [["Any", ""], ["h100", "h100"]]
+    assert attributes["gpus"]["max"] == 4
+    assert attributes["bc_num_hours"]["max"] == 48
+    assert (
+        attributes["bc_num_hours"]["help"] == "Each partition's time limit: batch: 48 h, vis: 24 h"
+    )
+
+
+def test_without_an_answer_from_slurm_the_form_offers_no_limits(rendered):
+    """sinfo failing (slurmctld away): the form still draws, without maxima or GPUs; the
+    submit leaves the limits to Slurm."""
+    (form,) = _dashboard_render(rendered, "/var/www/ood/apps/sys/vscode/form.yml.erb")
+    drawn = yaml.safe_load(form)
+    assert "gpus" not in drawn["form"] and "max" not in drawn["attributes"]["cpus"]
+    assert "max" not in drawn["attributes"]["bc_num_hours"]
 
 
 def test_ood_portal_carries_the_oidc_settings(rendered):
@@ -317,25 +390,81 @@ def test_ood_core_reads_the_cluster_and_submits_without_minus_m(rendered, open_o
     assert "NodeAddr" in seen["set_host"]
 
 
-# (bc_num_slots, gpus) pairs as a browser posts them
-FORMS = ("1", "2", "2", "0", "", "", "1", "9", "1", "-3", "1", "2; touch /tmp/x")
+def _form(**values: str) -> dict:
+    """A form as the browser posts it: every field the form has, as strings."""
+    return {
+        "bc_queue": "",
+        "bc_num_hours": "1",
+        "bc_num_slots": "1",
+        "cpus": "1",
+        "memory_mib": "0",
+        "gpus": "0",
+        **values,
+    }
 
 
 @pytest.mark.parametrize("app", ["jupyter", "desktop", "vscode"])
-def test_the_gpu_field_asks_slurm_for_gres_within_the_largest_node(rendered, app):
+def test_a_session_asks_slurm_for_what_the_form_says_within_its_partition(rendered, app):
     """The dashboard hands submit.yml.erb's `script.native` to the job adapter as sbatch
-    options. The comment names the app, which the nodes' Prolog journals."""
-    submits = _dashboard_render(rendered, f"/var/www/ood/apps/sys/{app}/submit.yml.erb", *FORMS)
-    comment = f"--comment=slurm-app-session:{app}"
-    assert [yaml.safe_load(submit)["script"]["native"] for submit in submits] == [
-        ["--nodes=1", comment, "--gres=gpu:2"],
-        ["--nodes=2", comment],
-        ["--nodes=1", comment],
-        # at most the largest node's 4, never below 0, only the number of a pasted value
-        ["--nodes=1", comment, "--gres=gpu:4"],
-        ["--nodes=1", comment],
-        ["--nodes=1", comment, "--gres=gpu:2"],
+    options: one task per node with the CPUs, memory and GPUs asked for. The comment names
+    the app, which the nodes' Prolog journals. Past a limit of the partition (as Slurm shows
+    it at the submit) the launch is refused with the field and the limit named; so is
+    anything but a whole number, and a GPU type Slurm could not name."""
+    forms = [
+        _form(gpus="2"),
+        _form(bc_num_slots="2", cpus="2", memory_mib="512", bc_queue="vis"),
+        _form(gpu_type="", gpus="1", memory_mib="24105"),
+        _form(bc_queue="vis", bc_num_hours="25"),
+        _form(bc_num_hours="1000"),
+        _form(cpus="3"),
+        _form(memory_mib="24106"),
+        _form(gpus="9"),
+        _form(gpus="-3"),
+        _form(gpus="2; touch /tmp/x"),
+        _form(gpus="1", gpu_type="h100"),
+        _form(gpus="1", gpu_type="h100:1,shard"),
+        _form(cpus="0"),
     ]
+    submits = _dashboard_render(
+        rendered, f"/var/www/ood/apps/sys/{app}/submit.yml.erb", *forms, sinfo=LIMITS_24_11
+    )
+    session = ["--ntasks-per-node=1"]
+    comment = f"--comment=slurm-app-session:{app}"
+    natives = [
+        yaml.safe_load(submit)["script"]["native"] if isinstance(submit, str) else submit
+        for submit in submits
+    ]
+    assert natives == [
+        ["--nodes=1", *session, "--cpus-per-task=1", comment, "--gres=gpu:2"],
+        ["--nodes=2", *session, "--cpus-per-task=2", comment, "--mem=512M"],
+        ["--nodes=1", *session, "--cpus-per-task=1", comment, "--mem=24105M", "--gres=gpu:1"],
+        {"refused": "Hours: 25 is over partition vis's time limit of 24 hours"},
+        # batch has no time limit: Slurm's own (the QoS's) decides
+        ["--nodes=1", *session, "--cpus-per-task=1", comment],
+        {"refused": "CPUs per node: 3 is more than any node of partition batch has (2)"},
+        {
+            "refused": "Memory per node (MiB): 24106 is more than any node of partition batch "
+            "has (24105)"
+        },
+        {"refused": "GPUs per node: 9 is more than any node of partition batch has (2)"},
+        {"refused": 'GPUs per node: "-3" is not a whole number'},
+        {"refused": 'GPUs per node: "2; touch /tmp/x" is not a whole number'},
+        {"refused": "GPU type: no node of partition batch has h100 GPUs"},
+        {"refused": 'GPU type: "h100:1,shard" is not a type Slurm names'},
+        {"refused": "CPUs per node: at least 1"},
+    ]
+
+
+def test_a_typed_gpu_is_asked_by_its_type(rendered, tmp_path):
+    answer = tmp_path / "sinfo.txt"
+    answer.write_text("batch*|infinite|64|512000|gpu:h100:4\n")
+    (submit,) = _dashboard_render(
+        rendered,
+        "/var/www/ood/apps/sys/jupyter/submit.yml.erb",
+        _form(gpus="4", gpu_type="h100"),
+        sinfo=answer,
+    )
+    assert yaml.safe_load(submit)["script"]["native"][-1] == "--gres=gpu:h100:4"
 
 
 def test_the_desktop_is_ood_cores_vnc_template_on_the_clusters_vnc_server(
@@ -347,7 +476,7 @@ def test_the_desktop_is_ood_cores_vnc_template_on_the_clusters_vnc_server(
     Debian's noVNC, Xfce on the VNC display, and the one-time password through vncpasswd's
     input."""
     (submit,) = _dashboard_render(
-        rendered, "/var/www/ood/apps/sys/desktop/submit.yml.erb", "1", "0"
+        rendered, "/var/www/ood/apps/sys/desktop/submit.yml.erb", _form(), sinfo=LIMITS_24_11
     )
     batch_connect = yaml.safe_load(submit)["batch_connect"]
     assert batch_connect["template"] == "vnc"

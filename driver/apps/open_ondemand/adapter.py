@@ -119,7 +119,6 @@ class OpenOnDemand(AppAdapter):
                 "open_ondemand_cohosted": controller is not None and controller.id == portal.id,
                 "open_ondemand_login_host": controller.address if controller else "",
                 "open_ondemand_node_addresses": sorted({a.address for a in nodes}),
-                "open_ondemand_node_gpus": max((a.gpus for a in nodes), default=0),
                 "open_ondemand_portal_title": config["portal_title"],
                 "open_ondemand_server_name": config.get("server_name") or portal.address,
                 "open_ondemand_interactive_apps": config["interactive_apps"],
