@@ -116,24 +116,40 @@ rescue ArgumentError => e
   { "refused" => e.message }
 end.to_json)
 """
-# A session's limits as the form and the submit read them: `sinfo` answering as the real
-# Slurm of tests/fixtures/slurm/<version>/session-limits.txt did (capture.sh), to the argv
-# session_limits.rb asks with, else failing.
-FAKE_SINFO = """#!/bin/sh
+# A session's limits as the form and the submit read them: `sinfo` and `sacctmgr` answering
+# as the real Slurm of tests/fixtures/slurm/<version>/session-*.txt did (capture.sh), to the
+# argv session_limits.rb asks with, else failing.
+FAKE_SLURM = {
+    "sinfo": """#!/bin/sh
 [ "$*" = "-h -N -o %P|%l|%c|%m|%G" ] || exit 2
 exec cat "$SINFO_ANSWER"
-"""
+""",
+    "sacctmgr": """#!/bin/sh
+case "$*" in
+  "-n -P show qos format=name,maxwall,maxtrespu,maxtres") exec cat "$QOS_ANSWER" ;;
+  "-n -P show assoc where user=$(id -un) format=defaultqos") exec cat "$ASSOCIATIONS_ANSWER" ;;
+esac
+exit 2
+""",
+}
 
 
 def _dashboard_render(
-    rendered: dict, template: str, *forms: dict, sinfo: Path | None = None
+    rendered: dict,
+    template: str,
+    *forms: dict,
+    sinfo: Path | None = None,
+    qos: tuple[Path, Path] | None = None,
 ) -> list:
     """`template` rendered once per form (or once without one), where `sinfo` (a file) is
-    what Slurm's sinfo answers; without it, no sinfo answers."""
+    what Slurm's sinfo answers and `qos` what sacctmgr answers of the user's associations and
+    of the QoS; without them, neither answers."""
     fake = rendered["root"].parent / "fake-slurm"
     fake.mkdir(exist_ok=True)
-    (fake / "sinfo").write_text(FAKE_SINFO)
-    (fake / "sinfo").chmod(0o755)
+    for command, script in FAKE_SLURM.items():
+        (fake / command).write_text(script)
+        (fake / command).chmod(0o755)
+    associations, qos_rows = qos or ("", "")
     ran = subprocess.run(
         [
             "ruby",
@@ -150,8 +166,10 @@ def _dashboard_render(
         check=False,
         timeout=30,
         env={
-            "PATH": f"{fake}:/usr/bin:/bin" if sinfo else "/usr/bin:/bin",
+            "PATH": f"{fake}:/usr/bin:/bin",
             "SINFO_ANSWER": str(sinfo or ""),
+            "ASSOCIATIONS_ANSWER": str(associations),
+            "QOS_ANSWER": str(qos_rows),
         },
     )
     assert ran.returncode == 0, ran.stderr
@@ -161,6 +179,13 @@ def _dashboard_render(
 # A cluster of two partitions (24.11 as captured): batch, the default, without a time limit;
 # vis of one day; a node of 2 CPUs with 2 GPUs.
 LIMITS_24_11 = ROOT / "tests/fixtures/slurm/24.11/session-limits.txt"
+
+
+def _qos(version: str) -> tuple[Path, Path]:
+    """A user whose one association runs under QoS gpu-small (2 days, 1 GPU per user; Slurm's
+    normal has no limit), as real Slurm answered (capture.sh's --config)."""
+    folder = ROOT / "tests/fixtures/slurm" / version
+    return folder / "session-associations.txt", folder / "session-qos.txt"
 
 
 @pytest.mark.parametrize("version", ["22.05", "24.11"])
@@ -199,6 +224,37 @@ def test_a_new_gpu_type_and_a_larger_node_are_offered_at_the_next_drawing(render
     assert (
         attributes["bc_num_hours"]["help"] == "Each partition's time limit: batch: 48 h, vis: 24 h"
     )
+
+
+@pytest.mark.parametrize("version", ["22.05", "24.11"])
+def test_the_users_qos_narrows_the_form_and_refuses_past_it(rendered, version):
+    """Under QoS gpu-small (1 GPU per user, 2 days), as 22.05 and 24.11 answer: the form
+    offers 1 GPU of the node's 2 and 48 hours; a session of 2 GPUs, or of 1 GPU on each of 2
+    nodes, or of 49 hours is refused naming the QoS; 1 GPU for 48 hours is asked as is."""
+    sinfo = ROOT / f"tests/fixtures/slurm/{version}/session-limits.txt"
+    app = "/var/www/ood/apps/sys/jupyter"
+    (form,) = _dashboard_render(rendered, f"{app}/form.yml.erb", sinfo=sinfo, qos=_qos(version))
+    attributes = yaml.safe_load(form)["attributes"]
+    assert (attributes["gpus"]["max"], attributes["bc_num_hours"]["max"]) == (1, 48)
+    submits = _dashboard_render(
+        rendered,
+        f"{app}/submit.yml.erb",
+        _form(gpus="2"),
+        _form(gpus="1", bc_num_slots="2"),
+        _form(bc_num_hours="49"),
+        _form(gpus="1", bc_num_hours="48"),
+        sinfo=sinfo,
+        qos=_qos(version),
+    )
+    assert submits[:3] == [
+        {"refused": "GPUs per node: 2 on 1 node is more than QoS gpu-small lets one user hold (1)"},
+        {
+            "refused": "GPUs per node: 1 on 2 nodes is more than QoS gpu-small lets one user hold "
+            "(1)"
+        },
+        {"refused": "Hours: 49 is over QoS gpu-small's time limit of 48 hours"},
+    ]
+    assert yaml.safe_load(submits[3])["script"]["native"][-1] == "--gres=gpu:1"
 
 
 def test_without_an_answer_from_slurm_the_form_offers_no_limits(rendered):
@@ -424,6 +480,7 @@ def test_a_session_asks_slurm_for_what_the_form_says_within_its_partition(render
         _form(gpus="1", gpu_type="h100"),
         _form(gpus="1", gpu_type="h100:1,shard"),
         _form(cpus="0"),
+        _form(bc_num_slots="0"),
     ]
     submits = _dashboard_render(
         rendered, f"/var/www/ood/apps/sys/{app}/submit.yml.erb", *forms, sinfo=LIMITS_24_11
@@ -452,6 +509,7 @@ def test_a_session_asks_slurm_for_what_the_form_says_within_its_partition(render
         {"refused": "GPU type: no node of partition batch has h100 GPUs"},
         {"refused": 'GPU type: "h100:1,shard" is not a type Slurm names'},
         {"refused": "CPUs per node: at least 1"},
+        {"refused": "Number of nodes: at least 1"},
     ]
 
 
