@@ -16,7 +16,10 @@ jobs of `labuser` on the worker:
   `SelectTypeParameters=CR_Core` (memory not a consumable) and again with `CR_Core_Memory`,
   with the memory limit of each cgroup from the task's up;
 - tracking: a process the job leaves behind (`setsid`, reparented to init) is gone once the
-  job ends; the same job before the switch, in the container profile, is the control.
+  job ends; the same job before the switch, in the container profile, is the control;
+- a portal session of 1 CPU and 512 MiB (issue 72, point 1): the sbatch options the apps'
+  submit.yml.erb makes of that form, its CPUs and memory limit read inside the job, with
+  `CR_Core_Memory`.
 
 At the end slurmd is stopped and the cgroups Slurm made are removed: the lab's hosts share the
 machine's cgroup v1 hierarchies, so they would outlive the containers.
@@ -66,6 +69,13 @@ JOBS = {
         "done; python3 -c 'b = bytearray(256 << 20); print(\"filled\", len(b))'",
     ),
     "tracking": (["-c1"], "setsid sleep 7777 < /dev/null > /dev/null 2>&1 & echo left sleep 7777"),
+    # the options open_ondemand's submit.yml.erb.j2 gives a form of cpus=1, memory_mib=512
+    "session": (
+        ["--nodes=1", "--ntasks-per-node=1", "--cpus-per-task=1", "--mem=512M"],
+        "grep Cpus_allowed_list /proc/self/status; "
+        "p=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup); "
+        'echo "memory.limit_in_bytes $(cat /sys/fs/cgroup/memory$p/memory.limit_in_bytes)"',
+    ),
 }
 
 
@@ -135,10 +145,12 @@ def main() -> None:
         plugins = "ProctrackType|TaskPlugin |JobAcctGatherType|CgroupPlugin|SelectTypeP"
         print(on(f"{LAB}-ctl", f"scontrol show config | grep -E '^({plugins})'"))
         for name in JOBS:
-            report(name, "production profile")
+            if name != "session":
+                report(name, "production profile")
         memory = switch_to_production("slurm_controller_select_type_parameters=CR_Core_Memory")
         print(f"production deploy, CR_Core_Memory: {memory:.1f} s")
         report("memory", "production profile, CR_Core_Memory")
+        report("session", "production profile, CR_Core_Memory")
         print(on(f"{LAB}-w01", "systemctl stop slurmd; "
                  "find /sys/fs/cgroup/*/slurm_* -depth -type d -exec rmdir {} + ; "
                  "ls -d /sys/fs/cgroup/*/slurm_* 2>&1"))  # fmt: skip

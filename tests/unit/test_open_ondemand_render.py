@@ -618,3 +618,20 @@ def test_the_idle_stop_starts_with_the_sites_limit_in_every_app(rendered):
             lines = text.splitlines()
             assert lines[0] == "#!/usr/bin/env bash"
             assert lines.index(command) < lines.index('cd "${HOME}"')
+
+
+def test_the_cgroup_bench_runs_the_session_a_form_makes(rendered):
+    """bench/production_profile.py proves a session's CPU and memory in its cgroup with the
+    sbatch options submit.yml.erb makes of a form of 1 CPU and 512 MiB: the same ones."""
+    from bench.production_profile import JOBS
+
+    (submit,) = _dashboard_render(
+        rendered,
+        "/var/www/ood/apps/sys/jupyter/submit.yml.erb",
+        _form(cpus="1", memory_mib="512"),
+        sinfo=LIMITS_24_11,
+    )
+    native = yaml.safe_load(submit)["script"]["native"]
+    assert [option for option in native if not option.startswith("--comment=")] == JOBS["session"][
+        0
+    ]
