@@ -39,7 +39,7 @@ end
 
 drawn = YAML.safe_load(Scope.new({}).render(File.read(File.join(app_dir, "form.yml.erb"))))
 defaults = drawn.fetch("attributes").to_h { |name, attribute| [name, attribute["value"].to_s] }
-form = { "bc_queue" => "" }.merge(defaults.slice(*drawn.fetch("form")), given)
+form = defaults.slice(*drawn.fetch("form")).merge(given)
 begin
   submit = YAML.safe_load(Scope.new(form).render(File.read(File.join(app_dir, "submit.yml.erb"))))
 rescue ArgumentError => e
