@@ -73,8 +73,9 @@ JOBS = {
     "session": (
         ["--nodes=1", "--ntasks-per-node=1", "--cpus-per-task=1", "--mem=512M"],
         "grep Cpus_allowed_list /proc/self/status; "
-        "p=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup); "
-        'echo "memory.limit_in_bytes $(cat /sys/fs/cgroup/memory$p/memory.limit_in_bytes)"',
+        "p=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup); while [ \"$p\" != / ]; do "
+        'echo "$p $(cat /sys/fs/cgroup/memory$p/memory.limit_in_bytes)"; p=$(dirname $p); '
+        "done",
     ),
 }
 
