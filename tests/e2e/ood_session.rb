@@ -59,7 +59,8 @@ started = Time.now
 job = cluster.job_adapter.submit(
   OodCore::Job::Script.new(
     content: content, workdir: work_dir, job_name: "ood-e2e-#{File.basename(app_dir)}",
-    wall_time: form.fetch("bc_num_hours").to_i * 3600, output_path: File.join(work_dir, "output.log"), shell_path: "/bin/bash",
+    wall_time: form.fetch("bc_num_hours").to_i * 3600,
+    output_path: File.join(work_dir, "output.log"), shell_path: "/bin/bash",
     queue_name: form["bc_queue"], native: submit.dig("script", "native")
   )
 )

@@ -262,16 +262,16 @@ SESSION_DIR = f"{portal_lab.SESSIONS}/sys/jupyter/output/e2e-session"
 
 
 def test_a_jupyter_session_runs_on_the_node_and_the_user_reaches_it_through_the_portal(portal):
-    """The whole interactive path against upstream's code: the app's form drawn with the
-    node's limits as Slurm shows them to the user (a launch past them refused, naming the
-    limit; the session's CPU and memory as asked, in Slurm's job); the app's templates
-    rendered and wrapped by ood_core, submitted by its Slurm adapter; Debian's Jupyter Notebook (the
-    cluster's interactive_runtimes) starts on the node and after.sh holds connection.yml back
-    until it listens; Apache's site as upstream's generator writes it, mod_ood_proxy's Lua
-    mapping the login through the bundle's account check and proxying /node/<address>/<port>/
-    to Jupyter, whose login takes the view's password. A stranger is sent to the no-account
-    page, a user of another project's group gets 401, and neither the portal's own 127.0.0.1
-    (a server listens there) nor a host outside the cluster is reachable through the proxy."""
+    """The whole interactive path against upstream's code: the app's form drawn with the node's
+    limits as Slurm shows them to the user (a launch past them refused, naming the limit; the
+    session's CPU and memory as asked, in Slurm's job); the app's templates rendered and wrapped
+    by ood_core, submitted by its Slurm adapter; Debian's Jupyter Notebook (the cluster's
+    interactive_runtimes) starts on the node and after.sh holds connection.yml back until it
+    listens; Apache's site as upstream's generator writes it, mod_ood_proxy's Lua mapping the
+    login through the bundle's account check and proxying /node/<address>/<port>/ to Jupyter,
+    whose login takes the view's password. A stranger is sent to the no-account page, a user of
+    another project's group gets 401, and neither the portal's own 127.0.0.1 (a server listens
+    there) nor a host outside the cluster is reachable through the proxy."""
     site = _portal("cat /etc/apache2/sites-available/ood-portal.conf")
     assert "Generated using ood-portal-generator" in site
     assert 'LuaRoot "/opt/ood/mod_ood_proxy/lib"' in site

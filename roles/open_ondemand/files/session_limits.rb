@@ -21,6 +21,12 @@ module SlurmAppSessionLimits
   Qos = Struct.new(:name, :max_minutes, :gpus, :cpus, keyword_init: true)
   Limits = Struct.new(:partitions, :qos, keyword_init: true)
 
+  # Each field's name as the form labels it and a refusal names it.
+  LABELS = {
+    nodes: "Number of nodes", hours: "Hours", cpus: "CPUs per node",
+    memory_mib: "Memory per node (MiB)", gpus: "GPUs per node", gpu_type: "GPU type"
+  }.freeze
+
   SINFO = ["sinfo", "-h", "-N", "-o", "%P|%l|%c|%m|%G"].freeze
   QOS = ["sacctmgr", "-n", "-P", "show", "qos", "format=name,maxwall,maxtrespu,maxtres"].freeze
   GPU = /(?:\A|,)gpu(?::([^:(,]+))?:(\d+)/
@@ -129,17 +135,20 @@ module SlurmAppSessionLimits
   # fits, or its partition is not known here (Slurm then decides). Values are the form's
   # strings, as a browser posts them.
   def self.refusal(limits, queue:, nodes:, hours:, cpus:, memory_mib:, gpu_type:, gpus:)
-    counts = { "Number of nodes" => nodes, "Hours" => hours, "CPUs per node" => cpus,
-               "Memory per node (MiB)" => memory_mib, "GPUs per node" => gpus }
-    counts.each do |label, value|
-      return "#{label}: #{value.to_s.inspect} is not a whole number" unless value.to_s.match?(/\A\d+\z/)
+    counts = { nodes: nodes, hours: hours, cpus: cpus, memory_mib: memory_mib, gpus: gpus }
+    counts.each do |field, value|
+      next if value.to_s.match?(/\A\d+\z/)
+
+      return "#{LABELS[field]}: #{value.to_s.inspect} is not a whole number"
     end
     type = gpu_type.to_s
-    return "GPU type: #{type.inspect} is not a type Slurm names" unless type.match?(/\A[\w.-]*\z/)
+    unless type.match?(/\A[\w.-]*\z/)
+      return "#{LABELS[:gpu_type]}: #{type.inspect} is not a type Slurm names"
+    end
 
     nodes, hours, cpus, memory_mib, gpus = counts.values.map(&:to_i)
-    { "Number of nodes" => nodes, "Hours" => hours, "CPUs per node" => cpus }.each do |label, value|
-      return "#{label}: at least 1" if value < 1
+    { nodes: nodes, hours: hours, cpus: cpus }.each do |field, value|
+      return "#{LABELS[field]}: at least 1" if value < 1
     end
     qos_refusal(limits.qos, nodes: nodes, hours: hours, cpus: cpus, gpus: gpus) ||
       partition_refusal(limits.partitions, queue, hours, cpus, memory_mib, type, gpus)
@@ -148,14 +157,14 @@ module SlurmAppSessionLimits
   def self.qos_refusal(qos, nodes:, hours:, cpus:, gpus:)
     max_minutes, name = loosest(qos, :max_minutes)
     if max_minutes && hours * 60 > max_minutes
-      return "Hours: #{hours} is over QoS #{name}'s time limit of #{max_minutes / 60} hours"
+      return "#{LABELS[:hours]}: #{hours} is over QoS #{name}'s time limit of #{max_minutes / 60} hours"
     end
-    { "GPUs per node" => [gpus, :gpus], "CPUs per node" => [cpus, :cpus] }.each do |label, (per_node, limit)|
-      most, name = loosest(qos, limit)
+    { gpus: gpus, cpus: cpus }.each do |field, per_node|
+      most, name = loosest(qos, field)
       next unless most && per_node * nodes > most
 
-      return "#{label}: #{per_node} on #{nodes} node#{nodes == 1 ? '' : 's'} is more than QoS " \
-             "#{name} lets one user hold (#{most})"
+      return "#{LABELS[field]}: #{per_node} on #{nodes} node#{nodes == 1 ? '' : 's'} is more " \
+             "than QoS #{name} lets one user hold (#{most})"
     end
     nil
   end
@@ -166,21 +175,22 @@ module SlurmAppSessionLimits
 
     where = "partition #{partition.name}"
     if partition.max_minutes && hours * 60 > partition.max_minutes
-      return "Hours: #{hours} is over #{where}'s time limit of #{partition.max_minutes / 60} hours"
+      return "#{LABELS[:hours]}: #{hours} is over #{where}'s time limit of " \
+             "#{partition.max_minutes / 60} hours"
     end
     if cpus > partition.cpus
-      return "CPUs per node: #{cpus} is more than any node of #{where} has (#{partition.cpus})"
+      return "#{LABELS[:cpus]}: #{cpus} is more than any node of #{where} has (#{partition.cpus})"
     end
     if memory_mib > partition.memory_mib
-      return "Memory per node (MiB): #{memory_mib} is more than any node of #{where} has " \
+      return "#{LABELS[:memory_mib]}: #{memory_mib} is more than any node of #{where} has " \
              "(#{partition.memory_mib})"
     end
     if gpus.positive? && !partition.gpus.key?(type)
-      return "GPU type: no node of #{where} has #{type.empty? ? 'GPUs' : "#{type} GPUs"}"
+      return "#{LABELS[:gpu_type]}: no node of #{where} has #{type.empty? ? 'GPUs' : "#{type} GPUs"}"
     end
     most = partition.gpus.fetch(type, 0)
     if gpus > most
-      return "GPUs per node: #{gpus} is more than any node of #{where} has " \
+      return "#{LABELS[:gpus]}: #{gpus} is more than any node of #{where} has " \
              "(#{most}#{type.empty? ? '' : " #{type}"})"
     end
     nil
